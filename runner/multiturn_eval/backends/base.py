@@ -1,0 +1,92 @@
+"""The backend protocol: open a session, send turns, close.
+
+A backend is created once per suite from its ``agent:`` block; it opens one
+session per test case. Sessions keep the conversation state between turns.
+
+Backends translate their SDK's exceptions into :class:`BackendError` (and its
+subclasses) in one place each, saying whether the call may be retried and
+whether the session survived. The engine treats anything else a session raises
+as a turn error too, so a bug in a user's agent fails one turn, not the run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from ..errors import ConfigError, ConfigIssue
+from ..types import CaseContext, TurnFile, TurnReply
+
+if TYPE_CHECKING:
+    from ..loader import LoadedSuite
+    from ..settings import RunSettings
+
+
+@runtime_checkable
+class Session(Protocol):
+    async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply: ...
+
+    async def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    name: str
+
+    async def open_session(self, case: CaseContext) -> Session: ...
+
+    async def aclose(self) -> None:
+        """Release what the backend holds (HTTP clients, thread pools) at the end of the run."""
+        ...
+
+
+#: backend name -> (module, class) — imported only when a suite uses it
+_REGISTRY = {
+    "python": ("multiturn_eval.backends.python", "PythonBackend"),
+    "http": ("multiturn_eval.backends.http", "HttpBackend"),
+    "anthropic": ("multiturn_eval.backends.anthropic", "AnthropicBackend"),
+    "semantic-kernel": ("multiturn_eval.backends.semantic_kernel", "SemanticKernelBackend"),
+}
+
+#: the pip command that brings a backend's optional dependencies
+INSTALL_HINTS = {
+    "semantic-kernel": "pip install 'multiturn-eval[semantic-kernel]'",
+    "anthropic": "pip install 'anthropic>=2'",
+}
+
+
+def backend_issue(suite: LoadedSuite) -> ConfigIssue | None:
+    """A configuration issue when the suite's backend cannot be imported here."""
+    name = suite.suite.agent.backend
+    missing = missing_packages(name)
+    if not missing:
+        return None
+    hint = INSTALL_HINTS.get(name, "")
+    return ConfigIssue(
+        f"backend '{name}' needs the package '{missing[0]}', which is not installed"
+        + (f"; install it with: {hint}" if hint else ""),
+        file=suite.display_path,
+        line=suite.document.line_of(("agent", "backend")),
+        field="agent.backend",
+    )
+
+
+def create_backend(suite: LoadedSuite, settings: RunSettings) -> Backend:
+    """Import the backend a suite names (lazily) and build it."""
+    issue = backend_issue(suite)
+    if issue is not None:
+        raise ConfigError(issue)
+    module_name, class_name = _REGISTRY[suite.suite.agent.backend]
+    backend_class = getattr(importlib.import_module(module_name), class_name)
+    backend: Backend = backend_class(suite, settings)
+    return backend
+
+
+#: backend name -> the top-level modules it imports
+_REQUIRES = {"anthropic": ("anthropic",), "semantic-kernel": ("semantic_kernel", "openai")}
+
+
+def missing_packages(backend: str) -> list[str]:
+    """Modules a backend needs that are not installed (checked without importing them)."""
+    return [m for m in _REQUIRES.get(backend, ()) if importlib.util.find_spec(m) is None]

@@ -1,0 +1,263 @@
+"""Evaluators: ``equality``, ``numeric`` and ``code`` graders (SPEC 6.3).
+
+Every result says in words why it passed or failed.
+
+``numeric`` reads the number out of a reply that has words around it: if the
+whole reply is a number it uses that; otherwise it uses the *last* number in the
+reply ("... so the difference is 25,587.") and says which one it used and how
+many there were. With ``accept_thousands_separators: false`` (the default)
+``25,587`` reads as two numbers, and the reason says so. With
+``accept_percent: true`` a value is also compared as a percentage of the
+other (``14.1%`` / ``14.1`` vs ``0.14136``, and ``0.141`` vs ``14.1%``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import re
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..results import MetricResult
+from ..suite import CodeEvaluation, StandardEvaluation
+from ..types import GraderContext, GraderResult
+
+# ---------------------------------------------------------------------------- numbers
+
+_SIGN = r"(?:(?<![\w.])[-+\u2212])?"
+_PLAIN = r"(?:\d+(?:\.\d+)?|\.\d+)"
+_GROUPED = r"\d{1,3}(?:[,_\u202f]\d{3})+(?:\.\d+)?"
+_TAIL = r"(?:[eE][-+]?\d+)?(?:\s?%)?"
+_NUMBER_PLAIN = re.compile(rf"{_SIGN}(?<![\w.,]){_PLAIN}{_TAIL}")
+_NUMBER_GROUPED = re.compile(rf"{_SIGN}(?<![\w.,])(?:{_GROUPED}|{_PLAIN}){_TAIL}")
+_HAS_GROUPED = re.compile(rf"(?<![\w.,]){_GROUPED}")
+
+
+@dataclass(frozen=True)
+class ParsedNumber:
+    text: str
+    value: float
+    percent: bool
+
+
+def _to_number(text: str) -> ParsedNumber | None:
+    raw = text.strip()
+    body = raw.replace("\u2212", "-")
+    percent = body.endswith("%")
+    if percent:
+        body = body[:-1].strip()
+    body = re.sub(r"[,_\u202f]", "", body)
+    try:
+        value = float(body)
+    except ValueError:
+        return None
+    if not math.isfinite(value):
+        return None
+    return ParsedNumber(raw, value, percent)
+
+
+def parse_ground_truth_number(text: str) -> ParsedNumber | None:
+    """A ground truth must be one number (separators and a leading $ allowed)."""
+    return _to_number(text.strip().lstrip("$").strip())
+
+
+def find_numbers(reply: str, separators: bool) -> list[ParsedNumber]:
+    pattern = _NUMBER_GROUPED if separators else _NUMBER_PLAIN
+    found = []
+    for match in pattern.finditer(reply):
+        number = _to_number(match.group(0))
+        if number is not None:
+            found.append(number)
+    return found
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.10g}"
+
+
+# --------------------------------------------------------------------------- equality
+
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def _normalise_text(text: str, spec: StandardEvaluation) -> str:
+    if spec.strip_punctuation:
+        text = text.translate(_PUNCT)
+    if spec.strip_whitespace:
+        text = " ".join(text.split())
+    if spec.case_insensitive:
+        text = text.casefold()
+    return text
+
+
+def _preview(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def evaluate_equality(spec: StandardEvaluation, response: str, ground_truth: str) -> MetricResult:
+    got, want = _normalise_text(response, spec), _normalise_text(ground_truth, spec)
+    passed = got == want
+    if passed:
+        reason = f"reply equals {_preview(ground_truth)}"
+    else:
+        at = next(
+            (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+            min(len(got), len(want)),
+        )
+        reason = f"expected {_preview(ground_truth)}, got {_preview(response)} (first difference at character {at + 1})"
+        hints = []
+        if not spec.case_insensitive and got.casefold() == want.casefold():
+            hints.append("case_insensitive")
+        if not spec.strip_whitespace and " ".join(got.split()) == " ".join(want.split()):
+            hints.append("strip_whitespace")
+        if hints:
+            reason += f"; it would pass with {' and '.join(hints)}: true"
+    return MetricResult(
+        metric_name=spec.metric_name,
+        kind="standard",
+        score=1.0 if passed else 0.0,
+        threshold=spec.threshold,
+        passed=passed,
+        reason=reason,
+    )
+
+
+# ---------------------------------------------------------------------------- numeric
+
+
+def _within(actual: float, expected: float, spec: StandardEvaluation) -> bool:
+    allowed = max(spec.absolute_tolerance, spec.relative_tolerance * abs(expected))
+    return abs(actual - expected) <= allowed + 1e-12 * max(1.0, abs(expected))
+
+
+def _candidates(number: ParsedNumber, spec: StandardEvaluation) -> list[tuple[float, str]]:
+    """(value, how it was read) pairs for one side of the comparison."""
+    if not spec.accept_percent:
+        return [(number.value, "")]
+    if number.percent:
+        return [(number.value / 100, f" ({number.text} read as {_fmt(number.value / 100)})"), (number.value, "")]
+    return [(number.value, ""), (number.value * 100, f" (read as {_fmt(number.value * 100)}%)")]
+
+
+def evaluate_numeric(spec: StandardEvaluation, response: str, ground_truth: str) -> MetricResult:
+    expected = parse_ground_truth_number(ground_truth)
+
+    def result(passed: bool, reason: str, details: dict[str, Any] | None = None) -> MetricResult:
+        return MetricResult(
+            metric_name=spec.metric_name,
+            kind="standard",
+            score=1.0 if passed else 0.0,
+            threshold=spec.threshold,
+            passed=passed,
+            reason=reason,
+            details=details,
+        )
+
+    if expected is None:  # the loader rejects this; kept for direct callers
+        return result(False, f"ground truth {ground_truth!r} is not a number")
+    pattern = _NUMBER_GROUPED if spec.accept_thousands_separators else _NUMBER_PLAIN
+    stripped = response.strip().lstrip("$").strip()
+    whole = _to_number(stripped) if pattern.fullmatch(stripped) else None
+    if whole is not None:
+        used, numbers, note = whole, [whole], ""
+    else:
+        numbers = find_numbers(response, spec.accept_thousands_separators)
+        if not numbers:
+            return result(False, f"no number in the reply {_preview(response)}; expected {ground_truth}")
+        used = numbers[-1]
+        note = f" (the last of {len(numbers)} numbers in the reply)" if len(numbers) > 1 else " (the number in the reply)"
+    allowed = max(spec.absolute_tolerance, spec.relative_tolerance * abs(expected.value))
+    tolerance = f"±{_fmt(allowed)}"
+    details = {"used": used.text, "value": used.value, "expected": expected.value, "tolerance": allowed}
+    for got_value, got_how in _candidates(used, spec):
+        for want_value, want_how in _candidates(expected, spec) if spec.accept_percent else [(expected.value, "")]:
+            if _within(got_value, want_value, spec):
+                return result(
+                    True,
+                    f"used {used.text}{note}{got_how}: matches {ground_truth}{want_how} within {tolerance}",
+                    details,
+                )
+    off = used.value - expected.value
+    reason = f"expected {ground_truth} ({tolerance}), got {used.text}{note}: off by {_fmt(off)}"
+    if not spec.accept_thousands_separators and _HAS_GROUPED.search(response):
+        grouped = _HAS_GROUPED.search(response)
+        assert grouped is not None
+        reason += (
+            f"; the reply writes thousands separators ({grouped.group(0)!r}): "
+            "set accept_thousands_separators: true to read them"
+        )
+    elif not spec.accept_percent and (used.percent or expected.percent):
+        reason += "; set accept_percent: true to compare percentages with fractions"
+    return result(False, reason, details)
+
+
+def evaluate_standard(spec: StandardEvaluation, response: str, ground_truth: str) -> MetricResult:
+    if spec.metric == "equality":
+        return evaluate_equality(spec, response, ground_truth)
+    return evaluate_numeric(spec, response, ground_truth)
+
+
+# ------------------------------------------------------------------------------- code
+
+
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=repr))
+
+
+async def run_code_grader(
+    spec: CodeEvaluation, grader: Callable[..., Any], ctx: GraderContext
+) -> MetricResult:
+    """Call a grader; whatever it raises or returns wrongly fails this metric only."""
+    name = spec.metric_name
+
+    def failed(error: str) -> MetricResult:
+        return MetricResult(
+            metric_name=name, kind="code", score=None, threshold=spec.threshold, passed=False, error=error
+        )
+
+    try:
+        outcome = grader(ctx)
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
+    except Exception as exc:
+        return failed(f"{type(exc).__name__}: {exc}")
+    reason: str | None = None
+    details: Any = None
+    explicit: bool | None = None
+    if isinstance(outcome, GraderResult):
+        score, explicit, reason, details = float(outcome.score), outcome.passed, outcome.reason, outcome.details
+    elif isinstance(outcome, bool):
+        score, explicit = (1.0 if outcome else 0.0), outcome
+    elif isinstance(outcome, int | float):
+        score = float(outcome)
+        if not 0.0 <= score <= 1.0:
+            return failed(f"grader returned {outcome!r}; a score must be within [0, 1]")
+    else:
+        return failed(
+            f"grader returned {type(outcome).__name__}; expected GraderResult, bool or a float in [0, 1]"
+        )
+    if explicit is not None:
+        passed = bool(explicit)
+    else:
+        passed = score >= (spec.threshold if spec.threshold is not None else 0.5)
+    if reason is None:
+        reason = f"score {score:g}" + (
+            f" (threshold {spec.threshold:g})" if spec.threshold is not None and explicit is None else ""
+        )
+    try:
+        safe_details = _json_safe(dict(details)) if details is not None else None
+    except (TypeError, ValueError) as exc:
+        return failed(f"grader details are not JSON-serialisable: {exc}")
+    return MetricResult(
+        metric_name=name,
+        kind="code",
+        score=score,
+        threshold=spec.threshold,
+        passed=passed,
+        reason=reason,
+        details=safe_details,
+    )

@@ -1,0 +1,174 @@
+"""Argument matchers and tool assertions (SPEC 6.3); pure functions.
+
+- literal: equal after int/float equivalence; ``bool`` is not a number; no
+  string normalisation; lists and mappings compared element-wise by the same rule;
+- fuzzy: both sides as text, lower-cased, whitespace collapsed and trimmed,
+  thousands separators (``,`` ``_`` narrow no-break space) removed, a trailing
+  ``%`` read as /100, then compared as numbers if both parse, else as text;
+- regex: ``re.fullmatch`` on ``str(actual)``.
+
+A tool assertion matches calls *of this turn only* whose name contains the
+expected name (case-sensitive). With ``args``, a single call must satisfy every
+asserted argument; ``count: N`` needs N such calls.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..results import ArgMatchDetail
+from ..suite import ExpectedTool, FuzzyMatcher, RegexMatcher
+from ..types import ToolInvocation
+
+_MISSING = object()
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def literal_equal(expected: Any, actual: Any) -> bool:
+    if _is_number(expected) and _is_number(actual):
+        return bool(expected == actual) or (
+            math.isnan(float(expected)) and math.isnan(float(actual))
+        )
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    if isinstance(expected, Mapping) and isinstance(actual, Mapping):
+        return expected.keys() == actual.keys() and all(
+            literal_equal(v, actual[k]) for k, v in expected.items()
+        )
+    if isinstance(expected, list | tuple) and isinstance(actual, list | tuple):
+        return len(expected) == len(actual) and all(
+            literal_equal(e, a) for e, a in zip(expected, actual, strict=True)
+        )
+    return type(expected) is type(actual) and bool(expected == actual)
+
+
+_SEPARATORS = re.compile(r"(?<=\d)[,_\u202f](?=\d)")
+_WS = re.compile(r"\s+")
+
+
+def fuzzy_normalise(value: Any) -> str:
+    text = value if isinstance(value, str) else _text_of(value)
+    text = _WS.sub(" ", text.lower()).strip()
+    return _SEPARATORS.sub("", text)
+
+
+def _text_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def fuzzy_number(text: str) -> float | None:
+    """The number a normalised fuzzy text stands for, or None."""
+    percent = text.endswith("%")
+    body = text[:-1].strip() if percent else text
+    try:
+        number = float(body)
+    except ValueError:
+        return None
+    if math.isnan(number):
+        return None
+    return number / 100 if percent else number
+
+
+def fuzzy_equal(expected: Any, actual: Any) -> bool:
+    left, right = fuzzy_normalise(expected), fuzzy_normalise(actual)
+    a, b = fuzzy_number(left), fuzzy_number(right)
+    if a is not None and b is not None:
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return left == right
+
+
+def match_value(matcher: Any, actual: Any) -> bool:
+    if isinstance(matcher, FuzzyMatcher):
+        return fuzzy_equal(matcher.fuzzy, actual)
+    if isinstance(matcher, RegexMatcher):
+        return matcher.pattern.fullmatch(_text_of(actual) if isinstance(actual, bool) else str(actual)) is not None
+    return literal_equal(matcher, actual)
+
+
+def describe_matcher(matcher: Any) -> str:
+    if isinstance(matcher, FuzzyMatcher):
+        return f"~{matcher.fuzzy!r} (fuzzy)"
+    if isinstance(matcher, RegexMatcher):
+        return f"/{matcher.regex}/ (regex)"
+    return _short(matcher)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def arg_mismatches(expected: ExpectedTool, call: ToolInvocation) -> list[str]:
+    """Why ``call`` does not satisfy the expected arguments (empty when it does)."""
+    problems: list[str] = []
+    for arg, matcher in (expected.args or {}).items():
+        actual = call.args.get(arg, _MISSING)
+        if actual is _MISSING:
+            problems.append(f"arg '{arg}' missing (expected {describe_matcher(matcher)})")
+        elif not match_value(matcher, actual):
+            problems.append(
+                f"arg '{arg}' expected {describe_matcher(matcher)}, got {_short(actual)}"
+            )
+    return problems
+
+
+def check_tool(expected: ExpectedTool, calls: Sequence[ToolInvocation]) -> ArgMatchDetail:
+    """Match one expected tool against the turn's calls; the reason says why not.
+
+    Calls are numbered from 1 in reasons (``closest call #1`` is the first call);
+    ``matched_call_index`` is the 0-based index into the turn's invocations.
+    """
+    named = [(i, c) for i, c in enumerate(calls) if expected.name in c.name]
+    label = expected.name
+    if not named:
+        made = ", ".join(sorted({c.name for c in calls})) or "none"
+        return ArgMatchDetail(
+            expected_tool=label,
+            reason=f"{label}: not called in this turn (tools called: {made})",
+        )
+    matching: list[int] = []
+    closest: tuple[int, list[str]] | None = None
+    for i, call in named:
+        problems = arg_mismatches(expected, call)
+        if not problems:
+            matching.append(i)
+        elif closest is None or len(problems) < len(closest[1]):
+            closest = (i, problems)
+    if len(matching) >= expected.count:
+        return ArgMatchDetail(expected_tool=label, matched_call_index=matching[0])
+    if expected.count > 1:
+        reason = (
+            f"{label}: expected at least {expected.count} matching calls, got {len(matching)}"
+        )
+        if closest is not None:
+            reason += f"; closest other call #{closest[0] + 1}: {'; '.join(closest[1])}"
+        return ArgMatchDetail(
+            expected_tool=label,
+            matched_call_index=matching[0] if matching else None,
+            reason=reason,
+        )
+    assert closest is not None
+    return ArgMatchDetail(
+        expected_tool=label,
+        reason=f"{label}: no call matched; closest call #{closest[0] + 1}: {'; '.join(closest[1])}",
+    )
+
+
+def check_tools(
+    expected: Sequence[ExpectedTool], calls: Sequence[ToolInvocation]
+) -> tuple[bool | None, list[ArgMatchDetail]]:
+    """(tools_matched, details); tools_matched is None when nothing is expected."""
+    if not expected:
+        return None, []
+    details = [check_tool(e, calls) for e in expected]
+    return all(d.reason is None for d in details), details

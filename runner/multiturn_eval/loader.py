@@ -1,0 +1,380 @@
+"""Suite files -> validated suites, or every problem of a file at once.
+
+Each problem becomes a :class:`ConfigIssue` with the file, line, test case and
+field path, e.g.::
+
+    suite.yaml:41 test_cases[3] ("Single_JKHY") turns[2].expected_tools[0].args.b.regex: cannot compile: ...
+
+Order of work, all before any agent is called:
+
+1. parse YAML keeping a line for every field (:mod:`yaml_source`);
+2. replace ``${VAR}`` from the environment (unset: an error naming the field);
+   values put into ``api_key`` or ``headers`` are remembered as secrets;
+3. validate with the pydantic models (:mod:`suite`);
+4. check what needs the file system or an import: ``instructions_file``,
+   ``files``, tools, graders, the python factory; and that a ``numeric``
+   evaluation only meets numeric ground truths.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import ConfigError, ConfigIssue
+from .grading.evaluators import parse_ground_truth_number
+from .imports import add_import_paths, resolve_callable
+from .suite import (
+    AT_PATH_ERROR,
+    UNION_TAGS,
+    CodeEvaluation,
+    Evaluation,
+    StandardEvaluation,
+    Suite,
+    TestCase,
+    Turn,
+)
+from .yaml_source import Path_, YamlDocument, YamlSyntaxError, parse_yaml
+
+_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+#: secrets shorter than this are not redacted (they would blank out ordinary words)
+MIN_SECRET_LENGTH = 6
+
+
+@dataclass
+class LoadedSuite:
+    """A validated suite with everything resolved that the run needs."""
+
+    path: Path
+    display_path: str
+    """The file as reports show it: relative to the working directory when inside it."""
+    suite: Suite
+    document: YamlDocument
+    instructions: str | None
+    graders: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    """grader reference -> the imported callable"""
+    tools: list[Callable[..., Any]] = field(default_factory=list)
+    """one callable per ``agent.tools`` entry, same order"""
+    factory: Callable[..., Any] | None = None
+    secrets: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.suite.name or self.path.stem
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    def case_name(self, index: int) -> str:
+        return self.suite.test_cases[index].name or f"test_case_{index}"
+
+    def case_line(self, index: int) -> int | None:
+        return self.document.line_of(("test_cases", index))
+
+    def turn_line(self, case_index: int, turn_index: int) -> int | None:
+        case = self.suite.test_cases[case_index]
+        if case.is_legacy:
+            return self.document.line_of(("test_cases", case_index, "input"))
+        return self.document.line_of(("test_cases", case_index, "turns", turn_index))
+
+    def evaluations_for(self, case: TestCase, turn: Turn) -> list[Evaluation]:
+        """The innermost level that defines any: turn, else test case, else suite."""
+        for level in (turn.evaluations, case.evaluations, self.suite.evaluations):
+            if level is not None:
+                return [e for e in level if not (isinstance(e, CodeEvaluation) and not e.enabled)]
+        return []
+
+
+def display_path(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+# ------------------------------------------------------------------------ locations
+
+
+def _format_path(path: Sequence[str | int]) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+class _Locator:
+    """Turns field paths into ConfigIssues for one file."""
+
+    def __init__(self, file: str, doc: YamlDocument) -> None:
+        self.file = file
+        self.doc = doc
+
+    def issue(self, path: Sequence[str | int], message: str) -> ConfigIssue:
+        path = tuple(path)
+        test_case = None
+        rest: Sequence[str | int] = path
+        if len(path) >= 2 and path[0] == "test_cases" and isinstance(path[1], int):
+            index = path[1]
+            name = None
+            cases = self.doc.data.get("test_cases") if isinstance(self.doc.data, dict) else None
+            if isinstance(cases, list) and index < len(cases) and isinstance(cases[index], dict):
+                raw = cases[index].get("name")
+                name = raw if isinstance(raw, str) else None
+            test_case = f"test_cases[{index}]" + (f' ("{name}")' if name else "")
+            rest = path[2:]
+        return ConfigIssue(
+            message=message,
+            file=self.file,
+            line=self.doc.line_of(path),
+            test_case=test_case,
+            field=_format_path(rest) or None,
+        )
+
+
+def _clean_loc(loc: Sequence[str | int], data: Any) -> list[str | int]:
+    """Drop pydantic's union tags from a location by walking the data alongside it."""
+    out: list[str | int] = []
+    current = data
+    for item in loc:
+        if isinstance(current, dict) and item in current:
+            out.append(item)
+            current = current[item]
+        elif isinstance(current, list) and isinstance(item, int) and 0 <= item < len(current):
+            out.append(item)
+            current = current[item]
+        elif isinstance(item, str) and item in UNION_TAGS:
+            continue
+        else:
+            out.append(item)
+            current = None
+    return out
+
+
+def _known_keys() -> list[str]:
+    from . import suite as models
+
+    keys: set[str] = set()
+    for obj in vars(models).values():
+        if isinstance(obj, type) and issubclass(obj, BaseModel):
+            keys.update(obj.model_fields)
+    return sorted(keys)
+
+
+def _message(error: Mapping[str, Any], key: str | int | None) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        hint = ""
+        if isinstance(key, str):
+            match = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.75)
+            hint = f"; did you mean '{match[0]}'?" if match else ""
+        return f"unknown key{hint}"
+    if kind == "missing":
+        return "required key missing"
+    if kind == "union_tag_invalid":
+        expected = ctx.get("expected_tags", "")
+        return f"unknown {ctx.get('discriminator', 'value')} {ctx.get('tag')!r}; expected one of {expected}"
+    if kind == "union_tag_not_found":
+        return f"required key {ctx.get('discriminator', '')} missing"
+    bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+    if kind in bounds:
+        limit = next(iter(ctx.values()), "")
+        return f"must be {bounds[kind]} {limit}; got {error.get('input')!r}"
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected')}; got {error.get('input')!r}"
+    message = str(error["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    return message[:1].lower() + message[1:] if message[:2] != message[:2].upper() else message
+
+
+def validation_issues(exc: ValidationError, data: Any, locator: _Locator) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
+    seen: set[tuple[Path_, str]] = set()
+    for error in exc.errors(include_url=False):
+        loc = _clean_loc(error["loc"], data)
+        if error["type"] == AT_PATH_ERROR:
+            ctx = error.get("ctx") or {}
+            loc = [*loc, *ctx.get("path", ())]
+            message = str(ctx.get("message", error["msg"]))
+        else:
+            message = _message(error, loc[-1] if loc else None)
+        key = (tuple(loc), message)
+        if key not in seen:
+            seen.add(key)
+            issues.append(locator.issue(loc, message))
+    return issues
+
+
+# --------------------------------------------------------------------- substitution
+
+
+def _substitute(
+    value: Any,
+    path: Path_,
+    env: Mapping[str, str],
+    locator: _Locator,
+    issues: list[ConfigIssue],
+    secrets: set[str],
+) -> Any:
+    if isinstance(value, dict):
+        return {k: _substitute(v, (*path, k), env, locator, issues, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, (*path, i), env, locator, issues, secrets) for i, v in enumerate(value)]
+    if not isinstance(value, str) or "$" not in value:
+        return value
+    secret_field = len(path) >= 2 and path[0] == "agent" and path[1] in ("api_key", "headers")
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "$"
+        if name not in env:
+            issues.append(locator.issue(path, f"environment variable {name} is not set"))
+            return ""
+        replacement = env[name]
+        if (secret_field or _SECRET_NAME.search(name)) and len(replacement) >= MIN_SECRET_LENGTH:
+            secrets.add(replacement)
+        return replacement
+
+    return _VAR.sub(replace, value)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(ConfigIssue("suite file not found", file=str(path))) from None
+    except IsADirectoryError:
+        raise ConfigError(ConfigIssue("is a directory, not a suite file", file=str(path))) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(ConfigIssue(f"cannot read: {exc}", file=str(path))) from None
+
+
+def load_suite(path: Path, env: Mapping[str, str] | None = None) -> LoadedSuite:
+    """Load and validate one suite file; raise ConfigError with all its problems."""
+    env = os.environ if env is None else env
+    shown = display_path(path)
+    text = _read(path)
+    try:
+        doc = parse_yaml(text)
+    except YamlSyntaxError as exc:
+        raise ConfigError(ConfigIssue(f"YAML syntax error: {exc}", file=shown, line=exc.line)) from None
+    locator = _Locator(shown, doc)
+    if not isinstance(doc.data, dict):
+        kind = "empty" if doc.data is None else f"a {type(doc.data).__name__}"
+        raise ConfigError(
+            ConfigIssue(f"a suite file is a YAML mapping (agent:, test_cases:, ...); this one is {kind}", file=shown, line=1)
+        )
+    issues: list[ConfigIssue] = []
+    secrets: set[str] = set()
+    data = _substitute(doc.data, (), env, locator, issues, secrets)
+    if issues:
+        raise ConfigError(issues)
+    try:
+        suite = Suite.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(validation_issues(exc, data, locator)) from None
+    loaded = LoadedSuite(
+        path=path, display_path=shown, suite=suite, document=doc, instructions=suite.agent.instructions, secrets=secrets
+    )
+    add_import_paths([path.parent, Path.cwd()])
+    issues.extend(_resolve(loaded, locator))
+    if issues:
+        raise ConfigError(issues)
+    return loaded
+
+
+def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
+    suite, base = loaded.suite, loaded.base_dir
+    issues: list[ConfigIssue] = []
+    agent = suite.agent
+    if agent.instructions_file is not None:
+        target = base / agent.instructions_file
+        try:
+            loaded.instructions = target.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = "file not found" if isinstance(exc, FileNotFoundError) else str(exc)
+            issues.append(locator.issue(("agent", "instructions_file"), f"{reason}: {target}"))
+    for i, tool in enumerate(agent.tools):
+        try:
+            loaded.tools.append(resolve_callable(tool.function))
+        except ValueError as exc:
+            issues.append(locator.issue(("agent", "tools", i, "function"), str(exc)))
+    factory = getattr(agent, "factory", None)
+    if factory is not None:
+        try:
+            loaded.factory = resolve_callable(factory)
+        except ValueError as exc:
+            issues.append(locator.issue(("agent", "factory"), str(exc)))
+
+    def check_evaluations(evaluations: Iterable[Evaluation] | None, path: Path_) -> None:
+        for j, evaluation in enumerate(evaluations or []):
+            if isinstance(evaluation, CodeEvaluation) and evaluation.grader not in loaded.graders:
+                try:
+                    loaded.graders[evaluation.grader] = resolve_callable(evaluation.grader)
+                except ValueError as exc:
+                    issues.append(locator.issue((*path, j, "grader"), str(exc)))
+
+    check_evaluations(suite.evaluations, ("evaluations",))
+    names: dict[str, int] = {}
+    for i, case in enumerate(suite.test_cases):
+        case_path: Path_ = ("test_cases", i)
+        name = loaded.case_name(i)
+        if name in names:
+            loaded.warnings.append(
+                f"{loaded.display_path}:{loaded.case_line(i)} test_cases[{i}]: duplicate test-case name "
+                f"'{name}' (also test_cases[{names[name]}]); results are told apart by position"
+            )
+        names.setdefault(name, i)
+        check_evaluations(case.evaluations, (*case_path, "evaluations"))
+        for t, turn in enumerate(case.effective_turns()):
+            turn_path: Path_ = case_path if case.is_legacy else (*case_path, "turns", t)
+            check_evaluations(turn.evaluations, (*turn_path, "evaluations"))
+            for f, ref in enumerate(turn.files):
+                if not (base / ref.path).is_file():
+                    issues.append(locator.issue((*turn_path, "files", f, "path"), f"file not found: {base / ref.path}"))
+            if turn.ground_truth is not None and parse_ground_truth_number(turn.ground_truth) is None:
+                for evaluation in loaded.evaluations_for(case, turn):
+                    if isinstance(evaluation, StandardEvaluation) and evaluation.metric == "numeric":
+                        issues.append(
+                            locator.issue(
+                                (*turn_path, "ground_truth"),
+                                f"{turn.ground_truth!r} is not a number, but the '{evaluation.metric_name}' "
+                                "evaluation compares numbers; give this turn its own evaluations "
+                                "(e.g. metric: equality)",
+                            )
+                        )
+    return issues
+
+
+def load_suites(paths: Sequence[Path], env: Mapping[str, str] | None = None) -> list[LoadedSuite]:
+    """Load every file; raise one ConfigError listing the problems of all of them."""
+    loaded: list[LoadedSuite] = []
+    errors: list[ConfigError] = []
+    for path in paths:
+        try:
+            loaded.append(load_suite(path, env))
+        except ConfigError as exc:
+            errors.append(exc)
+    if errors:
+        raise ConfigError.merge(errors)
+    return loaded
+

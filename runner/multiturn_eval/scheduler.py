@@ -1,0 +1,137 @@
+"""Bounded concurrency over test cases, ordering, stopping, partial results (SPEC 6.5).
+
+Suites run one after another, each with its own settings. Inside a suite, a
+fixed pool of ``parallel_test_cases`` workers pulls test cases in suite order
+(no unbounded ``gather``: at most that many cases, and so sessions, exist at
+once). Results are stored by position and listed in suite order whatever the
+completion order.
+
+``RunState`` holds everything finished so far, so whoever cancels the run (the
+CLI on Ctrl-C or SIGTERM) can still report it: :meth:`RunState.final_results`
+marks every test case that did not finish as not run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .backends.base import Backend
+from .loader import LoadedSuite
+from .results import CaseResult
+from .session import CaseRunner, FatalRunError, not_run_result
+from .settings import RunSettings
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which test cases to run: ``-k`` glob and ``--tag`` (any of them)."""
+
+    pattern: str | None = None
+    tags: tuple[str, ...] = ()
+
+    def matches(self, name: str, tags: Sequence[str]) -> bool:
+        if self.pattern is not None:
+            if any(ch in self.pattern for ch in "*?["):
+                if not fnmatch.fnmatchcase(name, self.pattern):
+                    return False
+            elif self.pattern not in name:  # no wildcard: substring, as pytest -k
+                return False
+        return not self.tags or any(tag in tags for tag in self.tags)
+
+    def select(self, loaded: LoadedSuite) -> list[int]:
+        return [
+            i
+            for i, case in enumerate(loaded.suite.test_cases)
+            if self.matches(loaded.case_name(i), case.tags)
+        ]
+
+
+@dataclass
+class PlannedSuite:
+    loaded: LoadedSuite
+    settings: RunSettings
+    indices: list[int]
+
+
+OnResult = Callable[[CaseResult], None]
+
+
+@dataclass
+class RunState:
+    plan: list[PlannedSuite]
+    results: dict[tuple[int, int], CaseResult] = field(default_factory=dict)
+    """(suite position, test-case index) -> result"""
+    stop_reason: str | None = None
+    first_session_opened: float | None = None
+    last_session_closed: float | None = None
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+    def final_results(self, default_reason: str = "the run was interrupted") -> list[CaseResult]:
+        """Every planned test case in order; the unfinished ones as not run."""
+        reason = self.stop_reason or default_reason
+        out: list[CaseResult] = []
+        for s, planned in enumerate(self.plan):
+            for index in planned.indices:
+                result = self.results.get((s, index))
+                out.append(result if result is not None else not_run_result(planned.loaded, index, reason))
+        return out
+
+    @property
+    def complete(self) -> bool:
+        return self.stop_reason is None and all(
+            (s, i) in self.results for s, p in enumerate(self.plan) for i in p.indices
+        )
+
+
+async def run_plan(state: RunState, backends: Sequence[Backend], on_result: OnResult | None = None) -> None:
+    """Run every planned suite on its backend; results land in ``state`` as they finish.
+
+    Backends are created by the caller before the run (so a missing SDK is a
+    configuration error before any agent is called) and closed here.
+    """
+    try:
+        for s, (planned, backend) in enumerate(zip(state.plan, backends, strict=True)):
+            if state.stop_reason is not None:
+                return
+            await _run_suite(state, s, planned, backend, on_result)
+    finally:
+        for backend in backends:
+            await backend.aclose()
+
+
+async def _run_suite(
+    state: RunState, s: int, planned: PlannedSuite, backend: Backend, on_result: OnResult | None
+) -> None:
+    pending = iter(planned.indices)
+
+    async def worker() -> None:
+        for index in pending:  # the shared iterator hands each case to exactly one worker
+            if state.stop_reason is not None:
+                return
+            runner = CaseRunner(planned.loaded, index, backend, planned.settings.turn_timeout)
+            state.in_flight += 1
+            state.max_in_flight = max(state.max_in_flight, state.in_flight)
+            if state.first_session_opened is None:
+                state.first_session_opened = time.perf_counter()
+            try:
+                result = await runner.run()
+            except FatalRunError as exc:
+                result = exc.result
+                if state.stop_reason is None:
+                    state.stop_reason = f"stopped after a fatal backend error: {exc.message}"
+            finally:
+                state.in_flight -= 1
+                state.last_session_closed = time.perf_counter()
+            state.results[(s, index)] = result
+            if on_result is not None:
+                on_result(result)
+
+    workers = max(1, min(planned.settings.parallel_test_cases, len(planned.indices)))
+    async with asyncio.TaskGroup() as group:
+        for _ in range(workers):
+            group.create_task(worker())

@@ -1,0 +1,350 @@
+"""One test case: open a session, send turns in order, grade each, close (SPEC 6.1-6.3).
+
+Failures are values: a timeout, a backend error or an exception from the
+user's agent becomes an error on that turn, and the next turn is still sent on
+the same session. The session is given up (remaining turns ``skipped``) after
+two consecutive session errors -- a :class:`SessionError` or a turn timeout --
+or as soon as the backend says the session is dead (``session_alive=False``).
+Only cancellation (an interrupted run) and :class:`FatalBackendError` leave
+this module as exceptions, and the session is closed either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import BackendError, FatalBackendError, SessionError
+from .grading.evaluators import evaluate_standard, run_code_grader
+from .grading.matchers import check_tools
+from .results import (
+    CaseResult,
+    MetricResult,
+    TurnResult,
+    case_outcome,
+    rollup_metrics,
+    sum_costs,
+    turn_passed,
+)
+from .suite import CodeEvaluation, TestCase, Turn
+from .types import (
+    CaseContext,
+    GraderContext,
+    PreviousTurn,
+    TokenUsage,
+    TurnFile,
+    TurnReply,
+    read_only,
+)
+
+if TYPE_CHECKING:
+    from .backends.base import Backend, Session
+    from .loader import LoadedSuite
+
+#: consecutive session errors (or timeouts) after which a session is given up
+MAX_CONSECUTIVE_SESSION_ERRORS = 2
+#: how long closing a session may take before the run moves on
+CLOSE_TIMEOUT = 10.0
+
+
+class FatalRunError(Exception):
+    """Raised out of :func:`run_case` when the whole run must stop; carries the case's result."""
+
+    def __init__(self, result: CaseResult, message: str) -> None:
+        super().__init__(message)
+        self.result = result
+        self.message = message
+
+
+def effective_instructions(loaded: LoadedSuite, case: TestCase) -> str | None:
+    parts = [p for p in (loaded.instructions, case.instructions) if p]
+    return "\n\n".join(parts) if parts else None
+
+
+def case_context(loaded: LoadedSuite, index: int) -> CaseContext:
+    case = loaded.suite.test_cases[index]
+    agent = loaded.suite.agent.model_dump(mode="json", exclude={"api_key"})
+    return CaseContext(
+        test_case_name=loaded.case_name(index),
+        agent=read_only(agent),
+        instructions=effective_instructions(loaded, case),
+        context=read_only(case.context),
+    )
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip()
+    if isinstance(exc, BackendError):
+        return text or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class CaseRunner:
+    """Runs the test case at ``index`` of ``loaded`` on ``backend``."""
+
+    def __init__(self, loaded: LoadedSuite, index: int, backend: Backend, turn_timeout: float) -> None:
+        self.loaded = loaded
+        self.index = index
+        self.case = loaded.suite.test_cases[index]
+        self.backend = backend
+        self.turn_timeout = turn_timeout
+        self.turns = self.case.effective_turns()
+        self.results: list[TurnResult] = []
+        self.case_errors: list[str] = []
+        self.warnings: list[str] = []
+
+    # -------------------------------------------------------------------------- run
+
+    async def run(self) -> CaseResult:
+        started = time.perf_counter()
+        ctx = case_context(self.loaded, self.index)
+        session: Session | None = None
+        try:
+            try:
+                async with asyncio.timeout(self.turn_timeout):
+                    session = await self.backend.open_session(ctx)
+            except FatalBackendError as exc:
+                self.case_errors.append(f"could not open a session: {_error_text(exc)}")
+                self._skip_rest("the session could not be opened")
+                raise FatalRunError(self._finish(started), _error_text(exc)) from exc
+            except TimeoutError:
+                self.case_errors.append(f"could not open a session: timed out after {self.turn_timeout:g} s")
+                self._skip_rest("the session could not be opened")
+                return self._finish(started)
+            except Exception as exc:
+                self.case_errors.append(f"could not open a session: {_error_text(exc)}")
+                self._skip_rest("the session could not be opened")
+                return self._finish(started)
+            await self._run_turns(session, started)
+            return self._finish(started)
+        finally:
+            if session is not None:
+                await self._close(session)
+
+    async def _close(self, session: Session) -> None:
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await session.close()
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            self.warnings.append(f"closing the session timed out after {CLOSE_TIMEOUT:g} s")
+        except Exception as exc:
+            self.warnings.append(f"closing the session failed: {_error_text(exc)}")
+
+    async def _run_turns(self, session: Session, started: float) -> None:
+        consecutive = 0
+        for turn_index, turn in enumerate(self.turns):
+            files = tuple(
+                TurnFile.from_path(self.loaded.base_dir / f.path)
+                if f.media_type is None
+                else TurnFile(self.loaded.base_dir / f.path, f.media_type)
+                for f in turn.files
+            )
+            t0 = time.perf_counter()
+            reply: TurnReply | None = None
+            error: str | None = None
+            dead_reason: str | None = None
+            try:
+                async with asyncio.timeout(self.turn_timeout):
+                    reply = await session.send(turn.input, files)
+                consecutive = 0
+            except TimeoutError:
+                error = f"timed out after {self.turn_timeout:g} s (turn_timeout)"
+                consecutive += 1
+            except FatalBackendError as exc:
+                self._record_error(turn_index, turn, _error_text(exc), t0)
+                self._skip_rest("the run stopped")
+                raise FatalRunError(self._finish(started), _error_text(exc)) from exc
+            except SessionError as exc:
+                error = _error_text(exc)
+                consecutive += 1
+                if not exc.session_alive:
+                    dead_reason = "the backend reported the session dead"
+            except BackendError as exc:
+                error = _error_text(exc)
+                consecutive = 0
+                if not exc.session_alive:
+                    dead_reason = "the backend reported the session dead"
+            except Exception as exc:  # a bug in the user's agent fails this turn only
+                error = _error_text(exc)
+                consecutive = 0
+            if error is not None:
+                self._record_error(turn_index, turn, error, t0)
+                if dead_reason is None and consecutive >= MAX_CONSECUTIVE_SESSION_ERRORS:
+                    dead_reason = f"{consecutive} consecutive session errors"
+                if dead_reason is not None:
+                    self._skip_rest(f"session unrecoverable after turn {turn_index + 1}: {dead_reason}")
+                    return
+                continue
+            assert reply is not None
+            duration_ms = (time.perf_counter() - t0) * 1000
+            self.results.append(await self._grade(turn_index, turn, reply, duration_ms))
+
+    def _record_error(self, turn_index: int, turn: Turn, error: str, t0: float) -> None:
+        self.results.append(
+            TurnResult(
+                turn_index=turn_index,
+                line=self.loaded.turn_line(self.index, turn_index),
+                input=turn.input,
+                ground_truth=turn.ground_truth,
+                passed=False,
+                errors=[error],
+                infrastructure_error=True,
+                duration_ms=(time.perf_counter() - t0) * 1000,
+            )
+        )
+
+    def _skip_rest(self, reason: str) -> None:
+        for turn_index in range(len(self.results), len(self.turns)):
+            turn = self.turns[turn_index]
+            self.results.append(
+                TurnResult(
+                    turn_index=turn_index,
+                    line=self.loaded.turn_line(self.index, turn_index),
+                    input=turn.input,
+                    ground_truth=turn.ground_truth,
+                    passed=False,
+                    skipped=True,
+                    errors=[f"skipped: {reason}"],
+                )
+            )
+
+    # ---------------------------------------------------------------------- grading
+
+    async def _grade(self, turn_index: int, turn: Turn, reply: TurnReply, duration_ms: float) -> TurnResult:
+        calls = list(reply.tool_invocations)
+        tools_matched, details = check_tools(turn.tools, calls)
+        metrics: list[MetricResult] = []
+        grader_ctx: GraderContext | None = None
+        for evaluation in self.loaded.evaluations_for(self.case, turn):
+            if isinstance(evaluation, CodeEvaluation):
+                if grader_ctx is None:
+                    grader_ctx = self._grader_context(turn_index, turn, reply)
+                grader = self.loaded.graders[evaluation.grader]
+                metrics.append(await run_code_grader(evaluation, grader, grader_ctx))
+            elif turn.ground_truth is not None:
+                metrics.append(evaluate_standard(evaluation, reply.response, turn.ground_truth))
+        result = TurnResult(
+            turn_index=turn_index,
+            line=self.loaded.turn_line(self.index, turn_index),
+            input=turn.input,
+            response=reply.response,
+            ground_truth=turn.ground_truth,
+            tool_invocations=calls,
+            tools_matched=tools_matched,
+            arg_match_details=details,
+            metric_results=metrics,
+            passed=False,
+            warnings=list(reply.warnings),
+            duration_ms=duration_ms,
+            token_usage=reply.token_usage or TokenUsage(),
+            cost_usd=reply.cost_usd,
+        )
+        result.passed = turn_passed(result)
+        return result
+
+    def _grader_context(self, turn_index: int, turn: Turn, reply: TurnReply) -> GraderContext:
+        return GraderContext(
+            turn_input=turn.input,
+            agent_response=reply.response,
+            ground_truth=turn.ground_truth,
+            tool_invocations=tuple(reply.tool_invocations),
+            retrieval_context=tuple(turn.retrieval_context) if turn.retrieval_context is not None else None,
+            turn_index=turn_index,
+            test_case_name=self.loaded.case_name(self.index),
+            turn_config=read_only(turn.turn_config),
+            case_context=read_only(self.case.context),
+            previous_turns=tuple(
+                PreviousTurn(
+                    turn_index=r.turn_index,
+                    input=r.input,
+                    response=r.response,
+                    tool_invocations=tuple(r.tool_invocations),
+                )
+                for r in self.results
+            ),
+        )
+
+    # ---------------------------------------------------------------------- results
+
+    def _finish(self, started: float) -> CaseResult:
+        return build_case_result(
+            self.loaded,
+            self.index,
+            self.results,
+            errors=self.case_errors,
+            warnings=self.warnings,
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+
+
+def build_case_result(
+    loaded: LoadedSuite,
+    index: int,
+    turns: Sequence[TurnResult],
+    *,
+    errors: Sequence[str] = (),
+    warnings: Sequence[str] = (),
+    duration_ms: float = 0.0,
+    skipped: bool = False,
+) -> CaseResult:
+    """Roll turn results up into a test-case result (SPEC 6.4)."""
+    case = loaded.suite.test_cases[index]
+    agent = loaded.suite.agent
+    turns = list(turns)
+    passed = not skipped and not errors and bool(turns) and all(t.passed for t in turns)
+    common: dict[str, Any] = {
+        "index": index,
+        "name": loaded.case_name(index),
+        "suite": loaded.display_path,
+        "suite_name": loaded.name,
+        "line": loaded.case_line(index),
+        "tags": list(case.tags),
+        "backend": agent.backend,
+        "model": agent.model,
+        "passed": passed,
+        "skipped": skipped,
+        "outcome": case_outcome(passed, skipped, turns, errors),
+        "errors": list(errors),
+        "duration_ms": duration_ms,
+        "token_usage": TokenUsage.sum([t.token_usage for t in turns]),
+        "cost_usd": sum_costs(t.cost_usd for t in turns),
+        "metric_results": rollup_metrics(turns),
+        "warnings": [*warnings, *(w for t in turns for w in t.warnings)],
+    }
+    if not case.is_legacy:
+        return CaseResult(**common, turns=turns)
+    turn = turns[0] if turns else None
+    if turn is not None:
+        common["errors"] = [*common["errors"], *turn.errors]
+        common["metric_results"] = turn.metric_results
+        if turn.infrastructure_error and common["outcome"] == "failed":
+            common["outcome"] = "error"
+    return CaseResult(
+        **common,
+        input=case.input,
+        response=turn.response if turn else None,
+        ground_truth=case.ground_truth,
+        tool_invocations=turn.tool_invocations if turn else None,
+        tools_matched=turn.tools_matched if turn else None,
+        arg_match_details=turn.arg_match_details if turn else None,
+    )
+
+
+def not_run_result(loaded: LoadedSuite, index: int, reason: str) -> CaseResult:
+    """A test case that was never started (interrupted run, stopped run): every turn skipped."""
+    turns = [
+        TurnResult(
+            turn_index=i,
+            line=loaded.turn_line(index, i),
+            input=turn.input,
+            ground_truth=turn.ground_truth,
+            passed=False,
+            skipped=True,
+        )
+        for i, turn in enumerate(loaded.suite.test_cases[index].effective_turns())
+    ]
+    return build_case_result(loaded, index, turns, errors=[f"not run: {reason}"], skipped=True)

@@ -1,0 +1,109 @@
+"""Execution settings: command line > suite ``execution:`` > environment > default.
+
+Every value remembers where it came from (``sources``), which ``-v`` prints.
+Environment variables are ``MULTITURN_EVAL_<SETTING>`` (upper case), e.g.
+``MULTITURN_EVAL_PARALLEL_TEST_CASES=8``. The environment is read once, by the
+caller, and passed in as a mapping.
+
+Settings a suite may set (``execution:``): ``parallel_test_cases``,
+``turn_timeout``. Run-wide settings (command line or environment only):
+``report_dir``, ``format``. When several suites run, each uses its own
+``execution:`` block; suites run one after another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import ConfigError, ConfigIssue
+from .suite import ExecutionConfig
+
+ENV_PREFIX = "MULTITURN_EVAL_"
+REPORT_FORMATS = ("json", "junit", "markdown", "html")
+
+Source = Literal["cli", "suite", "env", "default"]
+
+DEFAULTS: dict[str, Any] = {
+    "parallel_test_cases": 1,
+    "turn_timeout": 120.0,
+    "report_dir": "multiturn-eval-report",
+    "format": REPORT_FORMATS,
+}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    parallel_test_cases: int = 1
+    turn_timeout: float = 120.0
+    report_dir: str = "multiturn-eval-report"
+    format: tuple[str, ...] = REPORT_FORMATS
+    sources: Mapping[str, Source] = field(default_factory=dict)
+
+
+def parse_positive_int(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 1024:
+        raise ValueError("must be a whole number from 1 to 1024")
+    return value
+
+
+def parse_positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("must be a number of seconds > 0")
+    return value
+
+
+def parse_formats(text: str | tuple[str, ...]) -> tuple[str, ...]:
+    items = text if isinstance(text, tuple) else tuple(p.strip() for p in text.split(",") if p.strip())
+    if not items:
+        raise ValueError(f"give at least one of {', '.join(REPORT_FORMATS)}")
+    unknown = [i for i in items if i not in REPORT_FORMATS]
+    if unknown:
+        raise ValueError(f"unknown format {unknown[0]!r}; choose from {', '.join(REPORT_FORMATS)}")
+    return tuple(dict.fromkeys(items))
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "parallel_test_cases": parse_positive_int,
+    "turn_timeout": parse_positive_float,
+    "report_dir": str,
+    "format": parse_formats,
+}
+_SUITE_SETTINGS = ("parallel_test_cases", "turn_timeout")
+
+
+def resolve_settings(
+    cli: Mapping[str, Any],
+    env: Mapping[str, str],
+    suite: ExecutionConfig | None = None,
+) -> RunSettings:
+    """Apply the precedence chain; a bad environment value is a ConfigError naming it.
+
+    ``cli`` holds only the options given on the command line (None means not given).
+    """
+    values: dict[str, Any] = {}
+    sources: dict[str, Source] = {}
+    issues: list[ConfigIssue] = []
+    for name, parse in _PARSERS.items():
+        if cli.get(name) is not None:
+            values[name], sources[name] = cli[name], "cli"
+            continue
+        if suite is not None and name in _SUITE_SETTINGS and getattr(suite, name) is not None:
+            values[name], sources[name] = getattr(suite, name), "suite"
+            continue
+        var = ENV_PREFIX + name.upper()
+        raw = env.get(var)
+        if raw is not None and raw.strip():
+            try:
+                values[name], sources[name] = parse(raw.strip()), "env"
+            except ValueError as exc:
+                reason = str(exc) if "must" in str(exc) or "format" in str(exc) else "not a valid value"
+                issues.append(ConfigIssue(f"environment variable {var}={raw!r}: {reason}"))
+            continue
+        values[name], sources[name] = DEFAULTS[name], "default"
+    if issues:
+        raise ConfigError(issues)
+    return RunSettings(**values, sources=sources)

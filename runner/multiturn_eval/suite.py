@@ -1,0 +1,536 @@
+"""Pydantic models of the suite file (SPEC 4).
+
+Unknown keys are errors everywhere except inside a turn, where they are kept as
+``turn_config`` for graders; a turn key that looks like a misspelling of a known
+one (``ground_truht``) is still an error that suggests the known key.
+
+The models only check shape and local rules. Whatever needs the file system or
+an import (``instructions_file``, ``files``, tools, graders, the python
+factory) is checked by :mod:`multiturn_eval.loader`, which also turns every
+validation error into a located :class:`~multiturn_eval.errors.ConfigIssue`.
+
+Errors that belong to a sub-field are raised with :func:`at_path`, which the
+loader appends to the location pydantic reports, so a message points at the
+exact key (``test_cases[3].ground_truth``) rather than at its parent.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+# ---------------------------------------------------------------------------- helpers
+
+AT_PATH_ERROR = "multiturn_eval_at_path"
+
+#: discriminator tags that pydantic puts into error locations; the loader drops them
+UNION_TAGS = frozenset(
+    {
+        "fuzzy-matcher",
+        "regex-matcher",
+        "literal-matcher",
+        "tool-name",
+        "tool-spec",
+        "standard",
+        "code",
+        "python",
+        "http",
+        "anthropic",
+        "semantic-kernel",
+        "str",
+        "int",
+        "float",
+    }
+)
+
+
+def at_path(path: tuple[str | int, ...], message: str) -> PydanticCustomError:
+    """An error located ``path`` below the model that raises it."""
+    return PydanticCustomError(AT_PATH_ERROR, "{message}", {"message": message, "path": path})
+
+
+def _suggest(word: str, known: list[str]) -> str:
+    match = difflib.get_close_matches(word, known, n=1, cutoff=0.75)
+    return f"; did you mean '{match[0]}'?" if match else ""
+
+
+def _scalar_to_str(value: Any) -> Any:
+    """YAML reads ``ground_truth: 206588`` as an int; the suite means the text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value) if isinstance(value, float) else str(value)
+    return value
+
+
+ScalarText = Annotated[
+    str,
+    BeforeValidator(_scalar_to_str),
+    WithJsonSchema({"type": ["string", "number", "boolean"]}),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- matchers
+
+
+class FuzzyMatcher(_Strict):
+    """``{fuzzy: "206,588"}``: compare as text after normalisation, or as numbers if both parse."""
+
+    fuzzy: ScalarText
+
+
+class RegexMatcher(_Strict):
+    """``{regex: "181001(\\\\.0+)?"}``: ``re.fullmatch`` on ``str(actual)``."""
+
+    regex: str
+    _compiled: re.Pattern[str] = PrivateAttr()
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"cannot compile: {exc}") from None
+        return value
+
+    def model_post_init(self, __context: Any) -> None:
+        self._compiled = re.compile(self.regex)
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return self._compiled
+
+
+def _matcher_tag(value: Any) -> str:
+    if isinstance(value, Mapping):
+        if "regex" in value:
+            return "regex-matcher"
+        if "fuzzy" in value:
+            return "fuzzy-matcher"
+        if isinstance(value, FuzzyMatcher):
+            return "fuzzy-matcher"
+    if isinstance(value, FuzzyMatcher):
+        return "fuzzy-matcher"
+    if isinstance(value, RegexMatcher):
+        return "regex-matcher"
+    return "literal-matcher"
+
+
+def _check_matcher_keys(value: Any) -> Any:
+    if isinstance(value, Mapping) and ("fuzzy" in value or "regex" in value) and len(value) != 1:
+        raise PydanticCustomError(
+            "matcher_keys",
+            "a matcher mapping has exactly one key, 'fuzzy' or 'regex'; got {keys}",
+            {"keys": ", ".join(repr(k) for k in value)},
+        )
+    return value
+
+
+ArgMatcher = Annotated[
+    Annotated[FuzzyMatcher, Tag("fuzzy-matcher")]
+    | Annotated[RegexMatcher, Tag("regex-matcher")]
+    | Annotated[Any, Tag("literal-matcher")],
+    Discriminator(_matcher_tag),
+    BeforeValidator(_check_matcher_keys),
+    Field(
+        description=(
+            "A literal (equal after int/float equivalence, compared element-wise), "
+            "{fuzzy: text} or {regex: pattern}."
+        )
+    ),
+]
+
+
+# ----------------------------------------------------------------------- expectations
+
+
+class ExpectedTool(_Strict):
+    """A tool the agent must call during the turn."""
+
+    name: str = Field(min_length=1, description="Matches any call whose name contains it.")
+    args: dict[str, ArgMatcher] | None = Field(
+        default=None,
+        description="Arguments one single call must have; unasserted arguments are ignored.",
+    )
+    count: int = Field(default=1, ge=1, description="At least this many matching calls.")
+
+
+def _tool_tag(value: Any) -> str:
+    return "tool-name" if isinstance(value, str) else "tool-spec"
+
+
+ExpectedToolItem = Annotated[
+    Annotated[str, Tag("tool-name")] | Annotated[ExpectedTool, Tag("tool-spec")],
+    Discriminator(_tool_tag),
+]
+
+
+def _normalise_tools(items: list[str | ExpectedTool] | None) -> list[ExpectedTool] | None:
+    if items is None:
+        return None
+    return [ExpectedTool(name=item) if isinstance(item, str) else item for item in items]
+
+
+# ------------------------------------------------------------------------ evaluations
+
+_EQUALITY_FLAGS = ("case_insensitive", "strip_whitespace", "strip_punctuation")
+_NUMERIC_FLAGS = (
+    "absolute_tolerance",
+    "relative_tolerance",
+    "accept_percent",
+    "accept_thousands_separators",
+)
+
+
+class StandardEvaluation(_Strict):
+    """A built-in evaluator comparing the turn's response with its ``ground_truth``."""
+
+    type: Literal["standard"]
+    metric: Literal["equality", "numeric"]
+    name: str | None = Field(default=None, description="Metric name in reports; default: metric.")
+    threshold: float | None = Field(default=None, ge=0, le=1)
+    case_insensitive: bool = False
+    strip_whitespace: bool = False
+    strip_punctuation: bool = False
+    absolute_tolerance: float = Field(default=1e-6, ge=0)
+    relative_tolerance: float = Field(default=0.0, ge=0)
+    accept_percent: bool = False
+    accept_thousands_separators: bool = False
+
+    @model_validator(mode="after")
+    def _flags_fit_metric(self) -> StandardEvaluation:
+        foreign = _NUMERIC_FLAGS if self.metric == "equality" else _EQUALITY_FLAGS
+        for flag in foreign:
+            if flag in self.model_fields_set:
+                raise at_path((flag,), f"applies to another metric, not to '{self.metric}'")
+        return self
+
+    @property
+    def metric_name(self) -> str:
+        return self.name or self.metric
+
+
+class CodeEvaluation(_Strict):
+    """A Python grader: ``grader: "module.path:callable"``, imported at load."""
+
+    type: Literal["code"]
+    grader: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="module.path:callable")
+    name: str | None = Field(default=None, description="Metric name; default: the callable's name.")
+    threshold: float | None = Field(default=None, ge=0, le=1)
+    enabled: bool = True
+
+    @property
+    def metric_name(self) -> str:
+        return self.name or self.grader.rsplit(":", 1)[1].rsplit(".", 1)[-1]
+
+
+Evaluation = Annotated[StandardEvaluation | CodeEvaluation, Field(discriminator="type")]
+
+
+def _unique_metric_names(evaluations: list[Evaluation] | None) -> list[Evaluation] | None:
+    seen: dict[str, int] = {}
+    for i, evaluation in enumerate(evaluations or []):
+        name = evaluation.metric_name
+        if name in seen:
+            raise at_path(
+                (i, "name"),
+                f"metric name '{name}' is already used by evaluations[{seen[name]}]; "
+                "give one of them a distinct 'name:'",
+            )
+        seen[name] = i
+    return evaluations
+
+
+# ------------------------------------------------------------------------------ turns
+
+
+class FileRef(_Strict):
+    path: str = Field(description="Relative to the suite file's directory.")
+    media_type: str | None = Field(default=None, description="Default: guessed from the name.")
+
+
+def _file_item(value: Any) -> Any:
+    return {"path": value} if isinstance(value, str) else value
+
+
+FileItem = Annotated[FileRef, BeforeValidator(_file_item)]
+
+TURN_KEYS = (
+    "input",
+    "ground_truth",
+    "expected_tools",
+    "evaluations",
+    "files",
+    "retrieval_context",
+)
+
+
+class Turn(BaseModel):
+    """One user message and what to check about the reply.
+
+    Keys other than the known ones are kept in ``turn_config`` for graders.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    input: ScalarText
+    ground_truth: ScalarText | None = None
+    expected_tools: list[ExpectedToolItem] | None = None
+    evaluations: list[Evaluation] | None = None
+    files: list[FileItem] = Field(default_factory=list)
+    retrieval_context: list[ScalarText] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_misspellings(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for key in data:
+                if isinstance(key, str) and key not in TURN_KEYS:
+                    hint = _suggest(key, list(TURN_KEYS))
+                    if hint:
+                        raise at_path((key,), f"unknown turn key{hint}")
+        return data
+
+    @field_validator("evaluations")
+    @classmethod
+    def _check_names(cls, value: list[Evaluation] | None) -> list[Evaluation] | None:
+        return _unique_metric_names(value)
+
+    @property
+    def turn_config(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    @property
+    def tools(self) -> list[ExpectedTool]:
+        return _normalise_tools(self.expected_tools) or []  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------- test cases
+
+
+class TestCase(_Strict):
+    """A conversation: either ``input`` (legacy single turn) or ``turns``."""
+
+    __test__ = False  # not a pytest class
+
+    name: str | None = Field(default=None, description="Default: test_case_<index>.")
+    tags: list[str] = Field(default_factory=list)
+    instructions: str | None = Field(
+        default=None, description="Appended to agent.instructions for this session only."
+    )
+    context: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Free-form data for this case's agent factory, tools (CaseContext) and graders.",
+    )
+    evaluations: list[Evaluation] | None = None
+    turns: list[Turn] | None = None
+    # legacy single-turn shape
+    input: ScalarText | None = None
+    ground_truth: ScalarText | None = None
+    expected_tools: list[ExpectedToolItem] | None = None
+    files: list[FileItem] | None = None
+    retrieval_context: list[ScalarText] | None = None
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> TestCase:
+        if self.turns is not None:
+            if self.input is not None:
+                raise at_path(("input",), "a test case has either 'input' or 'turns', not both")
+            if not self.turns:
+                raise at_path(("turns",), "is empty; give at least one turn, or use 'input:'")
+            for key in ("ground_truth", "expected_tools", "files", "retrieval_context"):
+                if getattr(self, key) is not None:
+                    raise at_path(
+                        (key,), "not allowed beside 'turns'; put it on the turn it belongs to"
+                    )
+        elif self.input is None:
+            raise at_path(("turns",), "a test case needs 'turns' (or 'input' for a single turn)")
+        return self
+
+    @field_validator("evaluations")
+    @classmethod
+    def _check_names(cls, value: list[Evaluation] | None) -> list[Evaluation] | None:
+        return _unique_metric_names(value)
+
+    @property
+    def is_legacy(self) -> bool:
+        return self.turns is None
+
+    def effective_turns(self) -> list[Turn]:
+        """The turns to run; a legacy case becomes one turn."""
+        if self.turns is not None:
+            return self.turns
+        return [
+            Turn(
+                input=self.input or "",
+                ground_truth=self.ground_truth,
+                expected_tools=self.expected_tools,
+                files=self.files or [],
+                retrieval_context=self.retrieval_context,
+            )
+        ]
+
+
+# ------------------------------------------------------------------------------ agent
+
+
+class ToolSpec(_Strict):
+    """A Python callable offered to the model as a tool."""
+
+    function: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="module.path:callable")
+    name: str | None = Field(default=None, description="Default: the callable's name.")
+    description: str | None = Field(default=None, description="Default: the docstring.")
+
+
+class RetryConfig(_Strict):
+    """Capped retries of transient provider errors (429, 529, 5xx, connection errors)."""
+
+    max_attempts: int = Field(default=4, ge=1, le=20, description="Attempts in all, first included.")
+    initial_delay: float = Field(default=1.0, ge=0, description="Seconds before the first retry.")
+    max_delay: float = Field(default=20.0, ge=0, description="Cap on one backoff wait.")
+    max_retry_after: float = Field(
+        default=60.0, ge=0, description="Cap on an honoured retry-after; longer waits give up."
+    )
+
+
+class _AgentCommon(_Strict):
+    model: str | None = None
+    instructions: str | None = None
+    instructions_file: str | None = Field(
+        default=None, description="Path relative to the suite file; read at load."
+    )
+    temperature: float | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    tools: list[ToolSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_instructions(self) -> _AgentCommon:
+        if self.instructions is not None and self.instructions_file is not None:
+            raise at_path(("instructions_file",), "give either 'instructions' or 'instructions_file'")
+        return self
+
+
+class PythonAgent(_AgentCommon):
+    """Your own agent in Python: ``factory(CaseContext) -> session``."""
+
+    backend: Literal["python"]
+    factory: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="module.path:callable")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Free-form settings for your factory (CaseContext.agent)."
+    )
+
+
+class HttpAgent(_AgentCommon):
+    """Your agent behind an HTTP endpoint: one POST per turn."""
+
+    backend: Literal["http"]
+    url: str = Field(pattern=r"^https?://", description="Receives one JSON POST per turn.")
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float | None = Field(default=None, gt=0, description="Seconds; default: turn_timeout.")
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    options: dict[str, Any] = Field(default_factory=dict, description="Sent as 'options' per request.")
+
+
+class AnthropicAgent(_AgentCommon):
+    """Claude through the anthropic SDK's Messages API with a client-side tool loop."""
+
+    backend: Literal["anthropic"]
+    model: str  # type: ignore[assignment]
+    base_url: str | None = None
+    api_key: str | None = None
+    max_tokens: int = Field(default=1024, ge=1)  # type: ignore[assignment]
+    max_tool_rounds: int = Field(default=10, ge=1)
+    prompt_caching: bool = False
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+
+
+class SemanticKernelAgent(_AgentCommon):
+    """A Semantic Kernel ChatCompletionAgent with automatic function calling."""
+
+    backend: Literal["semantic-kernel"]
+    service: Literal["openai", "azure-openai", "anthropic"]
+    model: str  # type: ignore[assignment]
+    base_url: str | None = None
+    api_key: str | None = None
+    api_version: str | None = Field(default=None, description="azure-openai only.")
+    max_tool_rounds: int = Field(default=10, ge=1)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+
+    @model_validator(mode="after")
+    def _azure_only(self) -> SemanticKernelAgent:
+        if self.api_version is not None and self.service != "azure-openai":
+            raise at_path(("api_version",), "applies to service: azure-openai only")
+        if self.service == "azure-openai" and not self.base_url:
+            raise at_path(("base_url",), "service: azure-openai needs base_url (the endpoint)")
+        return self
+
+
+AgentConfig = Annotated[
+    PythonAgent | HttpAgent | AnthropicAgent | SemanticKernelAgent,
+    Field(discriminator="backend"),
+]
+
+
+# -------------------------------------------------------------------------- execution
+
+
+class ExecutionConfig(_Strict):
+    """Run settings; the command line overrides them, they override the environment."""
+
+    parallel_test_cases: int | None = Field(default=None, ge=1, le=1024)
+    turn_timeout: float | None = Field(default=None, gt=0)
+
+
+class ModelPrice(_Strict):
+    """US dollars per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_write: float | None = Field(default=None, ge=0, description="Default: 1.25 x input.")
+    cache_read: float | None = Field(default=None, ge=0, description="Default: 0.1 x input.")
+
+
+class Suite(_Strict):
+    """A suite file."""
+
+    name: str | None = Field(default=None, description="Default: the file name without extension.")
+    agent: AgentConfig
+    evaluations: list[Evaluation] = Field(default_factory=list)
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+    pricing: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="Overrides the built-in price table, by model id."
+    )
+    test_cases: list[TestCase]
+
+    @field_validator("test_cases")
+    @classmethod
+    def _not_empty(cls, value: list[TestCase]) -> list[TestCase]:
+        if not value:
+            raise ValueError("is empty; a suite needs at least one test case")
+        return value
+
+    @field_validator("evaluations")
+    @classmethod
+    def _check_names(cls, value: list[Evaluation] | None) -> list[Evaluation] | None:
+        return _unique_metric_names(value)

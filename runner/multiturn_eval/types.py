@@ -1,0 +1,181 @@
+"""The public data types: what agents return and what graders receive.
+
+These are stable API (SPEC 5): fields may be added, never removed or renamed.
+"""
+
+from __future__ import annotations
+
+import copy
+import mimetypes
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+
+def read_only(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only view of a private deep copy (so nobody can change the suite's data)."""
+    return MappingProxyType(copy.deepcopy(dict(mapping or {})))
+
+
+class TokenUsage(BaseModel):
+    """Tokens spent; additive (``a + b`` sums every field).
+
+    ``prompt_tokens`` counts input tokens as the provider bills them outside the
+    cache; ``cache_creation_tokens`` and ``cache_read_tokens`` are the cached
+    parts, so ``total_tokens >= prompt_tokens + completion_tokens``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_total(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and not data.get("total_tokens"):
+            data = dict(data)
+            data["total_tokens"] = sum(
+                int(data.get(k) or 0)
+                for k in (
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "cache_creation_tokens",
+                    "cache_read_tokens",
+                )
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> TokenUsage:
+        for name in type(self).model_fields:
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if self.total_tokens < self.prompt_tokens + self.completion_tokens:
+            raise ValueError("total_tokens must be >= prompt_tokens + completion_tokens")
+        return self
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage.model_construct(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+        )
+
+    @classmethod
+    def sum(cls, usages: Sequence[TokenUsage | None]) -> TokenUsage:
+        total = cls.model_construct(
+            prompt_tokens=0,
+            completion_tokens=0,
+            total_tokens=0,
+            cache_creation_tokens=0,
+            cache_read_tokens=0,
+        )
+        for usage in usages:
+            if usage is not None:
+                total = total + usage
+        return total
+
+
+class ToolInvocation(BaseModel):
+    """One tool call the agent made during a turn, in call order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    args: dict[str, Any] = {}
+    result: Any = None
+    error: str | None = None
+    duration_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class TurnFile:
+    """A file sent with one turn (``files:`` in the suite)."""
+
+    path: Path
+    media_type: str
+
+    @classmethod
+    def from_path(cls, path: Path) -> TurnFile:
+        media_type, _ = mimetypes.guess_type(path.name)
+        return cls(path=path, media_type=media_type or "application/octet-stream")
+
+
+@dataclass
+class TurnReply:
+    """What a session returns for one turn."""
+
+    response: str
+    tool_invocations: Sequence[ToolInvocation] = ()
+    token_usage: TokenUsage | None = None
+    warnings: Sequence[str] = ()
+    """Things worth showing that do not fail the turn (e.g. ``max_tokens`` reached)."""
+    cost_usd: float | None = None
+    """Set by model backends that know the price; None when unknown."""
+
+
+@dataclass(frozen=True)
+class CaseContext:
+    """Everything about the test case a session, tool or factory may use.
+
+    ``context`` is the test case's ``context:`` mapping (read-only); ``agent``
+    the suite's ``agent:`` mapping; ``instructions`` the effective system
+    instructions for this session (suite instructions plus the test case's).
+    """
+
+    test_case_name: str
+    agent: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    instructions: str | None = None
+    context: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class PreviousTurn:
+    """An earlier turn of the same session, as a grader sees it."""
+
+    turn_index: int
+    input: str
+    response: str | None
+    tool_invocations: tuple[ToolInvocation, ...] = ()
+
+
+@dataclass(frozen=True)
+class GraderContext:
+    """What a ``type: code`` grader receives for one turn."""
+
+    turn_input: str
+    agent_response: str
+    ground_truth: str | None
+    tool_invocations: tuple[ToolInvocation, ...]
+    retrieval_context: tuple[str, ...] | None
+    turn_index: int
+    test_case_name: str | None
+    turn_config: Mapping[str, Any]
+    case_context: Mapping[str, Any]
+    previous_turns: tuple[PreviousTurn, ...] = ()
+
+
+@dataclass
+class GraderResult:
+    """A grader's verdict. ``passed=None`` means: derive it from the score."""
+
+    score: float
+    passed: bool | None = None
+    reason: str | None = None
+    details: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.score, bool) or not isinstance(self.score, int | float):
+            raise TypeError(f"GraderResult.score must be a number, got {self.score!r}")
+        if not 0.0 <= float(self.score) <= 1.0:
+            raise ValueError(f"GraderResult.score must be within [0, 1], got {self.score}")
