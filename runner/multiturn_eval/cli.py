@@ -60,20 +60,51 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run suites and write reports")
     run.add_argument("suites", nargs="+", metavar="SUITE", help="suite files (globs allowed)")
-    run.add_argument("-p", "--parallel-test-cases", type=typed(parse_positive_int, "-p"), metavar="N",
-                     help="test cases in flight at once (default 1)")
-    run.add_argument("-o", "--report-dir", metavar="DIR", help="where reports go (default multiturn-eval-report/)")
-    run.add_argument("--format", type=typed(parse_formats, "--format"), metavar="LIST",
-                     help="comma-separated: json,junit,markdown,html (default all)")
-    run.add_argument("-k", "--filter", metavar="PATTERN",
-                     help="only test cases whose name matches this glob (no wildcard: substring)")
-    run.add_argument("--tag", action="append", default=[], metavar="TAG",
-                     help="only test cases carrying this tag (repeatable: any of them)")
-    run.add_argument("--turn-timeout", type=typed(parse_positive_float, "--turn-timeout"), metavar="S",
-                     help="seconds one turn may take (default 120)")
+    run.add_argument(
+        "-p",
+        "--parallel-test-cases",
+        type=typed(parse_positive_int, "-p"),
+        metavar="N",
+        help="test cases in flight at once (default 1)",
+    )
+    run.add_argument(
+        "-o",
+        "--report-dir",
+        metavar="DIR",
+        help="where reports go (default multiturn-eval-report/)",
+    )
+    run.add_argument(
+        "--format",
+        type=typed(parse_formats, "--format"),
+        metavar="LIST",
+        help="comma-separated: json,junit,markdown,html (default all)",
+    )
+    run.add_argument(
+        "-k",
+        "--filter",
+        metavar="PATTERN",
+        help="only test cases whose name matches this glob (no wildcard: substring)",
+    )
+    run.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="only test cases carrying this tag (repeatable: any of them)",
+    )
+    run.add_argument(
+        "--turn-timeout",
+        type=typed(parse_positive_float, "--turn-timeout"),
+        metavar="S",
+        help="seconds one turn may take (default 120)",
+    )
     verbosity = run.add_mutually_exclusive_group()
-    verbosity.add_argument("-q", "--quiet", action="store_true", help="only failures and the summary")
-    verbosity.add_argument("-v", "--verbose", action="store_true", help="failing checks as they happen, settings")
+    verbosity.add_argument(
+        "-q", "--quiet", action="store_true", help="only failures and the summary"
+    )
+    verbosity.add_argument(
+        "-v", "--verbose", action="store_true", help="failing checks as they happen, settings"
+    )
 
     validate = sub.add_parser("validate", help="load and validate suites; no agent is called")
     validate.add_argument("suites", nargs="+", metavar="SUITE")
@@ -89,7 +120,7 @@ def expand_suites(patterns: Sequence[str]) -> list[Path]:
     issues: list[ConfigIssue] = []
     for pattern in patterns:
         if any(ch in pattern for ch in "*?[") and not Path(pattern).exists():
-            matches = sorted(glob.glob(pattern, recursive=True))
+            matches = sorted(glob.glob(pattern, recursive=True))  # noqa: PTH207 - absolute patterns too
             if not matches:
                 issues.append(ConfigIssue(f"no suite file matches {pattern!r}"))
             paths.extend(Path(m) for m in matches)
@@ -167,25 +198,41 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> in
     started_at, started = now_iso(), time.perf_counter()
     total = sum(len(p.indices) for p in plan)
     verbosity = -1 if args.quiet else (1 if args.verbose else 0)
-    console = Console(total, stream=out, verbosity=verbosity, github_actions=env.get("GITHUB_ACTIONS") == "true",
-                      redact=redact)
+    console = Console(
+        total,
+        stream=out,
+        verbosity=verbosity,
+        github_actions=env.get("GITHUB_ACTIONS") == "true",
+        redact=redact,
+    )
     for loaded in suites:
         for warning in loaded.warnings:
             console.write(f"warning: {warning}")
-    console.start(suite_paths, [
-        f"{p.loaded.display_path}: " + ", ".join(
-            f"{k}={getattr(p.settings, k)!r} ({src})" for k, src in p.settings.sources.items()
-        )
-        for p in plan
-    ])
+    console.start(
+        suite_paths,
+        [
+            f"{p.loaded.display_path}: "
+            + ", ".join(
+                f"{k}={getattr(p.settings, k)!r} ({src})" for k, src in p.settings.sources.items()
+            )
+            for p in plan
+        ],
+    )
 
     def snapshot(default_reason: str = "still running when this snapshot was written") -> Any:
         return build_report(
-            suite_paths, state.final_results(default_reason), started_at=started_at, started=started,
-            complete=False, stop_reason=state.stop_reason or "in progress", env=env,
+            suite_paths,
+            state.final_results(default_reason),
+            started_at=started_at,
+            started=started,
+            complete=False,
+            stop_reason=state.stop_reason or "in progress",
+            env=env,
         )
 
-    progress = ProgressWriter(report_dir, redact, snapshot) if "json" in run_settings.format else None
+    progress = (
+        ProgressWriter(report_dir, redact, snapshot) if "json" in run_settings.format else None
+    )
 
     def on_result(result: Any) -> None:
         console.case_finished(result)

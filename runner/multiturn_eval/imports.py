@@ -26,7 +26,9 @@ def resolve_callable(ref: str) -> Callable[..., Any]:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            raise ValueError(f"cannot import module '{module_name}': no module named '{exc.name}'") from None
+            raise ValueError(
+                f"cannot import module '{module_name}': no module named '{exc.name}'"
+            ) from None
         raise ValueError(f"cannot import module '{module_name}': {exc}") from None
     except Exception as exc:  # the user's module raised while importing
         raise ValueError(

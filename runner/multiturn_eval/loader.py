@@ -149,10 +149,10 @@ def _clean_loc(loc: Sequence[str | int], data: Any) -> list[str | int]:
     out: list[str | int] = []
     current = data
     for item in loc:
-        if isinstance(current, dict) and item in current:
-            out.append(item)
-            current = current[item]
-        elif isinstance(current, list) and isinstance(item, int) and 0 <= item < len(current):
+        present = (isinstance(current, dict) and item in current) or (
+            isinstance(current, list) and isinstance(item, int) and 0 <= item < len(current)
+        )
+        if present:
             out.append(item)
             current = current[item]
         elif isinstance(item, str) and item in UNION_TAGS:
@@ -189,7 +189,12 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
         return f"unknown {ctx.get('discriminator', 'value')} {ctx.get('tag')!r}; expected one of {expected}"
     if kind == "union_tag_not_found":
         return f"required key {ctx.get('discriminator', '')} missing"
-    bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+    bounds = {
+        "greater_than_equal": ">=",
+        "greater_than": ">",
+        "less_than_equal": "<=",
+        "less_than": "<",
+    }
     if kind in bounds:
         limit = next(iter(ctx.values()), "")
         return f"must be {bounds[kind]} {limit}; got {error.get('input')!r}"
@@ -232,9 +237,13 @@ def _substitute(
     secrets: set[str],
 ) -> Any:
     if isinstance(value, dict):
-        return {k: _substitute(v, (*path, k), env, locator, issues, secrets) for k, v in value.items()}
+        return {
+            k: _substitute(v, (*path, k), env, locator, issues, secrets) for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_substitute(v, (*path, i), env, locator, issues, secrets) for i, v in enumerate(value)]
+        return [
+            _substitute(v, (*path, i), env, locator, issues, secrets) for i, v in enumerate(value)
+        ]
     if not isinstance(value, str) or "$" not in value:
         return value
     secret_field = len(path) >= 2 and path[0] == "agent" and path[1] in ("api_key", "headers")
@@ -276,12 +285,18 @@ def load_suite(path: Path, env: Mapping[str, str] | None = None) -> LoadedSuite:
     try:
         doc = parse_yaml(text)
     except YamlSyntaxError as exc:
-        raise ConfigError(ConfigIssue(f"YAML syntax error: {exc}", file=shown, line=exc.line)) from None
+        raise ConfigError(
+            ConfigIssue(f"YAML syntax error: {exc}", file=shown, line=exc.line)
+        ) from None
     locator = _Locator(shown, doc)
     if not isinstance(doc.data, dict):
         kind = "empty" if doc.data is None else f"a {type(doc.data).__name__}"
         raise ConfigError(
-            ConfigIssue(f"a suite file is a YAML mapping (agent:, test_cases:, ...); this one is {kind}", file=shown, line=1)
+            ConfigIssue(
+                f"a suite file is a YAML mapping (agent:, test_cases:, ...); this one is {kind}",
+                file=shown,
+                line=1,
+            )
         )
     issues: list[ConfigIssue] = []
     secrets: set[str] = set()
@@ -293,7 +308,12 @@ def load_suite(path: Path, env: Mapping[str, str] | None = None) -> LoadedSuite:
     except ValidationError as exc:
         raise ConfigError(validation_issues(exc, data, locator)) from None
     loaded = LoadedSuite(
-        path=path, display_path=shown, suite=suite, document=doc, instructions=suite.agent.instructions, secrets=secrets
+        path=path,
+        display_path=shown,
+        suite=suite,
+        document=doc,
+        instructions=suite.agent.instructions,
+        secrets=secrets,
     )
     add_import_paths([path.parent, Path.cwd()])
     issues.extend(_resolve(loaded, locator))
@@ -350,10 +370,20 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
             check_evaluations(turn.evaluations, (*turn_path, "evaluations"))
             for f, ref in enumerate(turn.files):
                 if not (base / ref.path).is_file():
-                    issues.append(locator.issue((*turn_path, "files", f, "path"), f"file not found: {base / ref.path}"))
-            if turn.ground_truth is not None and parse_ground_truth_number(turn.ground_truth) is None:
+                    issues.append(
+                        locator.issue(
+                            (*turn_path, "files", f, "path"), f"file not found: {base / ref.path}"
+                        )
+                    )
+            if (
+                turn.ground_truth is not None
+                and parse_ground_truth_number(turn.ground_truth) is None
+            ):
                 for evaluation in loaded.evaluations_for(case, turn):
-                    if isinstance(evaluation, StandardEvaluation) and evaluation.metric == "numeric":
+                    if (
+                        isinstance(evaluation, StandardEvaluation)
+                        and evaluation.metric == "numeric"
+                    ):
                         issues.append(
                             locator.issue(
                                 (*turn_path, "ground_truth"),
@@ -377,4 +407,3 @@ def load_suites(paths: Sequence[Path], env: Mapping[str, str] | None = None) -> 
     if errors:
         raise ConfigError.merge(errors)
     return loaded
-

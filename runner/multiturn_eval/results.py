@@ -251,7 +251,9 @@ def sum_costs(costs: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
-def case_outcome(passed: bool, skipped: bool, turns: Sequence[TurnResult], errors: Sequence[str]) -> Outcome:
+def case_outcome(
+    passed: bool, skipped: bool, turns: Sequence[TurnResult], errors: Sequence[str]
+) -> Outcome:
     if skipped:
         return "skipped"
     if passed:

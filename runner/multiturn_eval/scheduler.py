@@ -78,7 +78,9 @@ class RunState:
         for s, planned in enumerate(self.plan):
             for index in planned.indices:
                 result = self.results.get((s, index))
-                out.append(result if result is not None else not_run_result(planned.loaded, index, reason))
+                out.append(
+                    result if result is not None else not_run_result(planned.loaded, index, reason)
+                )
         return out
 
     @property
@@ -88,7 +90,9 @@ class RunState:
         )
 
 
-async def run_plan(state: RunState, backends: Sequence[Backend], on_result: OnResult | None = None) -> None:
+async def run_plan(
+    state: RunState, backends: Sequence[Backend], on_result: OnResult | None = None
+) -> None:
     """Run every planned suite on its backend; results land in ``state`` as they finish.
 
     Backends are created by the caller before the run (so a missing SDK is a

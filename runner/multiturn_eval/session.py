@@ -84,7 +84,9 @@ def _error_text(exc: BaseException) -> str:
 class CaseRunner:
     """Runs the test case at ``index`` of ``loaded`` on ``backend``."""
 
-    def __init__(self, loaded: LoadedSuite, index: int, backend: Backend, turn_timeout: float) -> None:
+    def __init__(
+        self, loaded: LoadedSuite, index: int, backend: Backend, turn_timeout: float
+    ) -> None:
         self.loaded = loaded
         self.index = index
         self.case = loaded.suite.test_cases[index]
@@ -110,7 +112,9 @@ class CaseRunner:
                 self._skip_rest("the session could not be opened")
                 raise FatalRunError(self._finish(started), _error_text(exc)) from exc
             except TimeoutError:
-                self.case_errors.append(f"could not open a session: timed out after {self.turn_timeout:g} s")
+                self.case_errors.append(
+                    f"could not open a session: timed out after {self.turn_timeout:g} s"
+                )
                 self._skip_rest("the session could not be opened")
                 return self._finish(started)
             except Exception as exc:
@@ -176,7 +180,9 @@ class CaseRunner:
                 if dead_reason is None and consecutive >= MAX_CONSECUTIVE_SESSION_ERRORS:
                     dead_reason = f"{consecutive} consecutive session errors"
                 if dead_reason is not None:
-                    self._skip_rest(f"session unrecoverable after turn {turn_index + 1}: {dead_reason}")
+                    self._skip_rest(
+                        f"session unrecoverable after turn {turn_index + 1}: {dead_reason}"
+                    )
                     return
                 continue
             assert reply is not None
@@ -214,7 +220,9 @@ class CaseRunner:
 
     # ---------------------------------------------------------------------- grading
 
-    async def _grade(self, turn_index: int, turn: Turn, reply: TurnReply, duration_ms: float) -> TurnResult:
+    async def _grade(
+        self, turn_index: int, turn: Turn, reply: TurnReply, duration_ms: float
+    ) -> TurnResult:
         calls = list(reply.tool_invocations)
         tools_matched, details = check_tools(turn.tools, calls)
         metrics: list[MetricResult] = []
@@ -252,7 +260,9 @@ class CaseRunner:
             agent_response=reply.response,
             ground_truth=turn.ground_truth,
             tool_invocations=tuple(reply.tool_invocations),
-            retrieval_context=tuple(turn.retrieval_context) if turn.retrieval_context is not None else None,
+            retrieval_context=tuple(turn.retrieval_context)
+            if turn.retrieval_context is not None
+            else None,
             turn_index=turn_index,
             test_case_name=self.loaded.case_name(self.index),
             turn_config=read_only(turn.turn_config),

@@ -57,7 +57,9 @@ def parse_positive_float(text: str) -> float:
 
 
 def parse_formats(text: str | tuple[str, ...]) -> tuple[str, ...]:
-    items = text if isinstance(text, tuple) else tuple(p.strip() for p in text.split(",") if p.strip())
+    items = (
+        text if isinstance(text, tuple) else tuple(p.strip() for p in text.split(",") if p.strip())
+    )
     if not items:
         raise ValueError(f"give at least one of {', '.join(REPORT_FORMATS)}")
     unknown = [i for i in items if i not in REPORT_FORMATS]
@@ -100,7 +102,9 @@ def resolve_settings(
             try:
                 values[name], sources[name] = parse(raw.strip()), "env"
             except ValueError as exc:
-                reason = str(exc) if "must" in str(exc) or "format" in str(exc) else "not a valid value"
+                reason = (
+                    str(exc) if "must" in str(exc) or "format" in str(exc) else "not a valid value"
+                )
                 issues.append(ConfigIssue(f"environment variable {var}={raw!r}: {reason}"))
             continue
         values[name], sources[name] = DEFAULTS[name], "default"

@@ -323,7 +323,7 @@ class Turn(BaseModel):
 
     @property
     def tools(self) -> list[ExpectedTool]:
-        return _normalise_tools(self.expected_tools) or []  # type: ignore[arg-type]
+        return _normalise_tools(self.expected_tools) or []
 
 
 # ------------------------------------------------------------------------- test cases
@@ -406,7 +406,9 @@ class ToolSpec(_Strict):
 class RetryConfig(_Strict):
     """Capped retries of transient provider errors (429, 529, 5xx, connection errors)."""
 
-    max_attempts: int = Field(default=4, ge=1, le=20, description="Attempts in all, first included.")
+    max_attempts: int = Field(
+        default=4, ge=1, le=20, description="Attempts in all, first included."
+    )
     initial_delay: float = Field(default=1.0, ge=0, description="Seconds before the first retry.")
     max_delay: float = Field(default=20.0, ge=0, description="Cap on one backoff wait.")
     max_retry_after: float = Field(
@@ -427,7 +429,9 @@ class _AgentCommon(_Strict):
     @model_validator(mode="after")
     def _one_instructions(self) -> _AgentCommon:
         if self.instructions is not None and self.instructions_file is not None:
-            raise at_path(("instructions_file",), "give either 'instructions' or 'instructions_file'")
+            raise at_path(
+                ("instructions_file",), "give either 'instructions' or 'instructions_file'"
+            )
         return self
 
 
@@ -449,17 +453,19 @@ class HttpAgent(_AgentCommon):
     headers: dict[str, str] = Field(default_factory=dict)
     timeout: float | None = Field(default=None, gt=0, description="Seconds; default: turn_timeout.")
     retry: RetryConfig = Field(default_factory=RetryConfig)
-    options: dict[str, Any] = Field(default_factory=dict, description="Sent as 'options' per request.")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Sent as 'options' per request."
+    )
 
 
 class AnthropicAgent(_AgentCommon):
     """Claude through the anthropic SDK's Messages API with a client-side tool loop."""
 
     backend: Literal["anthropic"]
-    model: str  # type: ignore[assignment]
+    model: str
     base_url: str | None = None
     api_key: str | None = None
-    max_tokens: int = Field(default=1024, ge=1)  # type: ignore[assignment]
+    max_tokens: int = Field(default=1024, ge=1)
     max_tool_rounds: int = Field(default=10, ge=1)
     prompt_caching: bool = False
     retry: RetryConfig = Field(default_factory=RetryConfig)
@@ -470,7 +476,7 @@ class SemanticKernelAgent(_AgentCommon):
 
     backend: Literal["semantic-kernel"]
     service: Literal["openai", "azure-openai", "anthropic"]
-    model: str  # type: ignore[assignment]
+    model: str
     base_url: str | None = None
     api_key: str | None = None
     api_version: str | None = Field(default=None, description="azure-openai only.")

@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-Path_ = tuple[str | int, ...]
+Path_ = tuple[Any, ...]
+"""A field path: mapping keys (usually str) and list indexes."""
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

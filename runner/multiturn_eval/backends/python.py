@@ -39,9 +39,17 @@ def coerce_reply(value: Any) -> TurnReply:
     elif isinstance(value, str):
         return TurnReply(response=value)
     elif isinstance(value, Mapping):
-        unknown = set(value) - {"response", "tool_invocations", "token_usage", "warnings", "cost_usd"}
+        unknown = set(value) - {
+            "response",
+            "tool_invocations",
+            "token_usage",
+            "warnings",
+            "cost_usd",
+        }
         if unknown:
-            raise BackendError(f"agent reply has unknown keys: {', '.join(sorted(map(str, unknown)))}")
+            raise BackendError(
+                f"agent reply has unknown keys: {', '.join(sorted(map(str, unknown)))}"
+            )
         if not isinstance(value.get("response"), str):
             raise BackendError("agent reply mapping needs 'response' as a string")
         reply = TurnReply(
@@ -97,7 +105,9 @@ class _PythonSession:
         if self._send_takes_files:
             value = await self._call(self._send, message, tuple(files))
         elif files:
-            raise BackendError("this agent's send() takes no files argument, but the turn has files")
+            raise BackendError(
+                "this agent's send() takes no files argument, but the turn has files"
+            )
         else:
             value = await self._call(self._send, message)
         return coerce_reply(value)

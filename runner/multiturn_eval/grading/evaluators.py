@@ -139,7 +139,10 @@ def _candidates(number: ParsedNumber, spec: StandardEvaluation) -> list[tuple[fl
     if not spec.accept_percent:
         return [(number.value, "")]
     if number.percent:
-        return [(number.value / 100, f" ({number.text} read as {_fmt(number.value / 100)})"), (number.value, "")]
+        return [
+            (number.value / 100, f" ({number.text} read as {_fmt(number.value / 100)})"),
+            (number.value, ""),
+        ]
     return [(number.value, ""), (number.value * 100, f" (read as {_fmt(number.value * 100)}%)")]
 
 
@@ -167,14 +170,27 @@ def evaluate_numeric(spec: StandardEvaluation, response: str, ground_truth: str)
     else:
         numbers = find_numbers(response, spec.accept_thousands_separators)
         if not numbers:
-            return result(False, f"no number in the reply {_preview(response)}; expected {ground_truth}")
+            return result(
+                False, f"no number in the reply {_preview(response)}; expected {ground_truth}"
+            )
         used = numbers[-1]
-        note = f" (the last of {len(numbers)} numbers in the reply)" if len(numbers) > 1 else " (the number in the reply)"
+        note = (
+            f" (the last of {len(numbers)} numbers in the reply)"
+            if len(numbers) > 1
+            else " (the number in the reply)"
+        )
     allowed = max(spec.absolute_tolerance, spec.relative_tolerance * abs(expected.value))
     tolerance = f"±{_fmt(allowed)}"
-    details = {"used": used.text, "value": used.value, "expected": expected.value, "tolerance": allowed}
+    details = {
+        "used": used.text,
+        "value": used.value,
+        "expected": expected.value,
+        "tolerance": allowed,
+    }
     for got_value, got_how in _candidates(used, spec):
-        for want_value, want_how in _candidates(expected, spec) if spec.accept_percent else [(expected.value, "")]:
+        for want_value, want_how in (
+            _candidates(expected, spec) if spec.accept_percent else [(expected.value, "")]
+        ):
             if _within(got_value, want_value, spec):
                 return result(
                     True,
@@ -216,7 +232,12 @@ async def run_code_grader(
 
     def failed(error: str) -> MetricResult:
         return MetricResult(
-            metric_name=name, kind="code", score=None, threshold=spec.threshold, passed=False, error=error
+            metric_name=name,
+            kind="code",
+            score=None,
+            threshold=spec.threshold,
+            passed=False,
+            error=error,
         )
 
     try:
@@ -229,7 +250,12 @@ async def run_code_grader(
     details: Any = None
     explicit: bool | None = None
     if isinstance(outcome, GraderResult):
-        score, explicit, reason, details = float(outcome.score), outcome.passed, outcome.reason, outcome.details
+        score, explicit, reason, details = (
+            float(outcome.score),
+            outcome.passed,
+            outcome.reason,
+            outcome.details,
+        )
     elif isinstance(outcome, bool):
         score, explicit = (1.0 if outcome else 0.0), outcome
     elif isinstance(outcome, int | float):
@@ -246,7 +272,9 @@ async def run_code_grader(
         passed = score >= (spec.threshold if spec.threshold is not None else 0.5)
     if reason is None:
         reason = f"score {score:g}" + (
-            f" (threshold {spec.threshold:g})" if spec.threshold is not None and explicit is None else ""
+            f" (threshold {spec.threshold:g})"
+            if spec.threshold is not None and explicit is None
+            else ""
         )
     try:
         safe_details = _json_safe(dict(details)) if details is not None else None

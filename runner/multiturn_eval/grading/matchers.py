@@ -91,7 +91,10 @@ def match_value(matcher: Any, actual: Any) -> bool:
     if isinstance(matcher, FuzzyMatcher):
         return fuzzy_equal(matcher.fuzzy, actual)
     if isinstance(matcher, RegexMatcher):
-        return matcher.pattern.fullmatch(_text_of(actual) if isinstance(actual, bool) else str(actual)) is not None
+        return (
+            matcher.pattern.fullmatch(_text_of(actual) if isinstance(actual, bool) else str(actual))
+            is not None
+        )
     return literal_equal(matcher, actual)
 
 
@@ -147,9 +150,7 @@ def check_tool(expected: ExpectedTool, calls: Sequence[ToolInvocation]) -> ArgMa
     if len(matching) >= expected.count:
         return ArgMatchDetail(expected_tool=label, matched_call_index=matching[0])
     if expected.count > 1:
-        reason = (
-            f"{label}: expected at least {expected.count} matching calls, got {len(matching)}"
-        )
+        reason = f"{label}: expected at least {expected.count} matching calls, got {len(matching)}"
         if closest is not None:
             reason += f"; closest other call #{closest[0] + 1}: {'; '.join(closest[1])}"
         return ArgMatchDetail(

@@ -100,7 +100,9 @@ class Console:
     def case_line(self, result: CaseResult) -> str:
         turns = result.all_turns()
         ran = [t for t in turns if not t.skipped]
-        status = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}[result.outcome]
+        status = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}[
+            result.outcome
+        ]
         counts = f"{sum(t.passed for t in turns)}/{len(turns)} turns"
         line = f"{status:<5} {result.suite_name}::{_clip(result.name, 120)}  {counts}  {_seconds(result.duration_ms)}"
         if result.outcome != "passed":
@@ -120,7 +122,8 @@ class Console:
         lines.append(f"      got:      {_clip(turn.response)}")
         if turn.tool_invocations:
             calls = ", ".join(
-                f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.args.items())})" for c in turn.tool_invocations
+                f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.args.items())})"
+                for c in turn.tool_invocations
             )
             lines.append(f"      tools:    {_clip(calls)}")
         for check in turn.failed_checks():
@@ -141,7 +144,9 @@ class Console:
                     self.write(line)
         skipped = [t for t in result.all_turns() if t.skipped]
         if skipped and not result.skipped:
-            self.write(f"    {len(skipped)} turn(s) skipped: {_clip(skipped[0].errors[0] if skipped[0].errors else '', 200)}")
+            self.write(
+                f"    {len(skipped)} turn(s) skipped: {_clip(skipped[0].errors[0] if skipped[0].errors else '', 200)}"
+            )
         if token:
             self.write(f"::{token}::")
 
@@ -162,7 +167,11 @@ class Console:
         tokens = f"{s.token_usage.total_tokens} tokens" if s.token_usage.total_tokens else ""
         cost = f"${s.cost_usd:.4f}" if s.cost_usd is not None else ""
         extra = "; ".join(p for p in (turns, tokens, cost) if p)
-        state = "" if report.run.complete else f" — INCOMPLETE: {report.run.stop_reason or 'interrupted'}"
+        state = (
+            ""
+            if report.run.complete
+            else f" — INCOMPLETE: {report.run.stop_reason or 'interrupted'}"
+        )
         self.write(f"{', '.join(parts)} ({extra}) in {_seconds(report.run.duration_ms)}{state}")
         if self.verbosity >= 0 and written:
             self.write("reports: " + ", ".join(written.values()))
