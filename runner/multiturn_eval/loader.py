@@ -186,7 +186,8 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
         return "required key missing"
     if kind == "union_tag_invalid":
         expected = ctx.get("expected_tags", "")
-        return f"unknown {ctx.get('discriminator', 'value')} {ctx.get('tag')!r}; expected one of {expected}"
+        key = str(ctx.get("discriminator", "value")).strip("'")
+        return f"unknown {key} {ctx.get('tag')!r}; expected one of {expected}"
     if kind == "union_tag_not_found":
         return f"required key {ctx.get('discriminator', '')} missing"
     bounds = {
@@ -197,7 +198,8 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
     }
     if kind in bounds:
         limit = next(iter(ctx.values()), "")
-        return f"must be {bounds[kind]} {limit}; got {error.get('input')!r}"
+        shown = f"{limit:g}" if isinstance(limit, int | float) else limit
+        return f"must be {bounds[kind]} {shown}; got {error.get('input')!r}"
     if kind == "literal_error":
         return f"must be {ctx.get('expected')}; got {error.get('input')!r}"
     message = str(error["msg"])
@@ -208,7 +210,7 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
 
 
 def validation_issues(exc: ValidationError, data: Any, locator: _Locator) -> list[ConfigIssue]:
-    issues: list[ConfigIssue] = []
+    issues: list[tuple[Path_, str]] = []
     seen: set[tuple[Path_, str]] = set()
     for error in exc.errors(include_url=False):
         loc = _clean_loc(error["loc"], data)
@@ -221,8 +223,18 @@ def validation_issues(exc: ValidationError, data: Any, locator: _Locator) -> lis
         key = (tuple(loc), message)
         if key not in seen:
             seen.add(key)
-            issues.append(locator.issue(loc, message))
-    return issues
+            issues.append((tuple(loc), message))
+    # a misspelt key also makes the key it stands for "missing": report the typo only
+    suggested = {
+        (*loc[:-1], m.rsplit("'", 2)[-2])
+        for loc, m in issues
+        if m.startswith("unknown key; did you mean")
+    }
+    return [
+        locator.issue(loc, m)
+        for loc, m in issues
+        if not (m == "required key missing" and loc in suggested)
+    ]
 
 
 # --------------------------------------------------------------------- substitution

@@ -328,7 +328,7 @@ def build_case_result(
     if not case.is_legacy:
         return CaseResult(**common, turns=turns)
     turn = turns[0] if turns else None
-    if turn is not None:
+    if turn is not None and not turn.skipped:
         common["errors"] = [*common["errors"], *turn.errors]
         common["metric_results"] = turn.metric_results
         if turn.infrastructure_error and common["outcome"] == "failed":

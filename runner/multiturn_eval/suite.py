@@ -150,7 +150,19 @@ def _check_matcher_keys(value: Any) -> Any:
 ArgMatcher = Annotated[
     Annotated[FuzzyMatcher, Tag("fuzzy-matcher")]
     | Annotated[RegexMatcher, Tag("regex-matcher")]
-    | Annotated[Any, Tag("literal-matcher")],
+    | Annotated[
+        Any,
+        Tag("literal-matcher"),
+        WithJsonSchema(
+            {
+                "description": "A literal value (any mapping without 'fuzzy'/'regex' keys).",
+                "not": {
+                    "type": "object",
+                    "anyOf": [{"required": ["fuzzy"]}, {"required": ["regex"]}],
+                },
+            }
+        ),
+    ],
     Discriminator(_matcher_tag),
     BeforeValidator(_check_matcher_keys),
     Field(
@@ -270,12 +282,6 @@ class FileRef(_Strict):
     media_type: str | None = Field(default=None, description="Default: guessed from the name.")
 
 
-def _file_item(value: Any) -> Any:
-    return {"path": value} if isinstance(value, str) else value
-
-
-FileItem = Annotated[FileRef, BeforeValidator(_file_item)]
-
 TURN_KEYS = (
     "input",
     "ground_truth",
@@ -298,7 +304,7 @@ class Turn(BaseModel):
     ground_truth: ScalarText | None = None
     expected_tools: list[ExpectedToolItem] | None = None
     evaluations: list[Evaluation] | None = None
-    files: list[FileItem] = Field(default_factory=list)
+    files: list[FileRef] = Field(default_factory=list)
     retrieval_context: list[ScalarText] | None = None
 
     @model_validator(mode="before")
@@ -349,7 +355,7 @@ class TestCase(_Strict):
     input: ScalarText | None = None
     ground_truth: ScalarText | None = None
     expected_tools: list[ExpectedToolItem] | None = None
-    files: list[FileItem] | None = None
+    files: list[FileRef] | None = None
     retrieval_context: list[ScalarText] | None = None
 
     @model_validator(mode="after")

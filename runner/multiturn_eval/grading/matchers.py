@@ -54,8 +54,8 @@ _WS = re.compile(r"\s+")
 
 def fuzzy_normalise(value: Any) -> str:
     text = value if isinstance(value, str) else _text_of(value)
-    text = _WS.sub(" ", text.lower()).strip()
-    return _SEPARATORS.sub("", text)
+    # separators first: the narrow no-break space is also whitespace
+    return _WS.sub(" ", _SEPARATORS.sub("", text).lower()).strip()
 
 
 def _text_of(value: Any) -> str:

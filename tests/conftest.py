@@ -1,0 +1,68 @@
+"""Shared fixtures: a temporary project directory and an in-process CLI runner."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from multiturn_eval import cli
+from tests import agents
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+    report_dir: Path
+
+    @property
+    def report(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.report_dir / "report.json").read_text())
+        return data
+
+
+class Project:
+    """A temporary working directory holding suites; runs the CLI in-process."""
+
+    def __init__(self, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        self.root = root
+        self.capsys = capsys
+        self.env: dict[str, str] = {}
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return path
+
+    def run(
+        self, *argv: str, env: dict[str, str] | None = None, formats: Sequence[str] = ("json",)
+    ) -> CliResult:
+        args = list(argv)
+        if args and args[0] == "run":
+            if "-o" not in args:
+                args += ["-o", "out"]
+            if "--format" not in args and formats:
+                args += ["--format", ",".join(formats)]
+        self.capsys.readouterr()
+        code = cli.main(args, env={**self.env, **(env or {})})
+        captured = self.capsys.readouterr()
+        out_dir = self.root / (args[args.index("-o") + 1] if "-o" in args else "out")
+        return CliResult(code, captured.out, captured.err, out_dir)
+
+
+@pytest.fixture
+def project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[Project]:
+    monkeypatch.chdir(tmp_path)
+    agents.reset()
+    yield Project(tmp_path, capsys)
+    agents.reset()

@@ -1,0 +1,300 @@
+"""The command line: exit codes, precedence (one test per edge), selection, schemas, interruption."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from multiturn_eval import __version__
+from multiturn_eval.schema import render
+from tests import agents
+from tests.conftest import Project
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SUITE = """\
+agent: {backend: python, factory: "tests.agents:scripted"}
+evaluations: [{type: standard, metric: numeric}]
+%s
+test_cases:
+"""
+
+
+def cases(n: int, delay: float = 0.05, **extra: Any) -> str:
+    lines = []
+    for i in range(n):
+        script = json.dumps([{"response": "1", "delay": delay}])
+        tags = json.dumps(extra.get("tags", {}).get(i, []))
+        lines.append(
+            f"  - {{name: case-{i}, tags: {tags}, context: {{script: {script}}}, turns: [{{input: q, ground_truth: 1}}]}}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write(project: Project, execution: str = "", n: int = 8, **extra: Any) -> None:
+    project.write("suite.yaml", SUITE % execution + cases(n, **extra))
+
+
+# ----------------------------------------------------------------------------- exit codes
+
+
+def test_exit_0_when_everything_passes(project: Project) -> None:
+    write(project, n=2)
+    assert project.run("run", "suite.yaml").code == 0
+
+
+def test_exit_1_when_a_case_fails(project: Project) -> None:
+    project.write(
+        "suite.yaml",
+        SUITE % "" + "  - {context: {script: [{response: '2'}]}, input: q, ground_truth: 1}\n",
+    )
+    result = project.run("run", "suite.yaml")
+    assert result.code == 1
+    assert "expected 1 (±1e-06), got 2" in result.out
+
+
+def test_exit_2_for_usage_errors(project: Project) -> None:
+    write(project, n=1)
+    with pytest.raises(SystemExit) as raised:
+        project.run("run", "suite.yaml", "-p", "zero")
+    assert raised.value.code == 2
+    assert project.run("run", "missing.yaml").code == 2
+
+
+def test_no_agent_is_called_when_the_configuration_is_bad(project: Project) -> None:
+    write(project, n=1)
+    project.write(
+        "bad.yaml", "agent: {backend: python, factory: 'tests.agents:scripted'}\ntest_cases: []\n"
+    )
+    result = project.run("run", "suite.yaml", "bad.yaml")
+    assert result.code == 2
+    assert agents.OPENED == []
+    assert not (project.root / "out").exists()
+
+
+def test_exit_2_when_the_selection_is_empty(project: Project) -> None:
+    write(project, n=2)
+    result = project.run("run", "suite.yaml", "-k", "nothing*")
+    assert result.code == 2
+    assert "no test case matches" in result.err
+
+
+def test_version() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "multiturn_eval", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == f"multiturn-eval {__version__}"
+
+
+# ------------------------------------------------------------------------------ precedence
+
+
+def test_cli_beats_suite(project: Project) -> None:
+    write(project, "execution: {parallel_test_cases: 3}")
+    project.run("run", "suite.yaml", "-p", "2")
+    assert agents.MAX_OPEN == 2
+
+
+def test_suite_beats_environment(project: Project) -> None:
+    write(project, "execution: {parallel_test_cases: 3}")
+    project.run("run", "suite.yaml", env={"MULTITURN_EVAL_PARALLEL_TEST_CASES": "4"})
+    assert agents.MAX_OPEN == 3
+
+
+def test_environment_beats_default(project: Project) -> None:
+    write(project)
+    project.run("run", "suite.yaml", env={"MULTITURN_EVAL_PARALLEL_TEST_CASES": "4"})
+    assert agents.MAX_OPEN == 4
+
+
+def test_default(project: Project) -> None:
+    write(project)
+    project.run("run", "suite.yaml")
+    assert agents.MAX_OPEN == 1
+
+
+def test_turn_timeout_follows_the_same_chain(project: Project) -> None:
+    project.write("suite.yaml", SUITE % "execution: {turn_timeout: 0.3}" + cases(1, delay=2))
+    result = project.run("run", "suite.yaml", env={"MULTITURN_EVAL_TURN_TIMEOUT": "0.1"})
+    assert result.report["results"][0]["turns"][0]["errors"] == [
+        "timed out after 0.3 s (turn_timeout)"
+    ]
+    result = project.run("run", "suite.yaml", "--turn-timeout", "0.2")
+    assert result.report["results"][0]["turns"][0]["errors"] == [
+        "timed out after 0.2 s (turn_timeout)"
+    ]
+
+
+def test_bad_environment_value_is_a_config_error(project: Project) -> None:
+    write(project, n=1)
+    result = project.run("run", "suite.yaml", env={"MULTITURN_EVAL_PARALLEL_TEST_CASES": "many"})
+    assert result.code == 2
+    assert "MULTITURN_EVAL_PARALLEL_TEST_CASES='many'" in result.err
+
+
+def test_verbose_shows_where_settings_came_from(project: Project) -> None:
+    write(project, "execution: {parallel_test_cases: 3}", n=1)
+    result = project.run("run", "suite.yaml", "-v", env={"MULTITURN_EVAL_TURN_TIMEOUT": "9"})
+    assert "parallel_test_cases=3 (suite)" in result.out
+    assert "turn_timeout=9.0 (env)" in result.out
+    assert "report_dir='out' (cli)" in result.out
+
+
+def test_report_dir_from_environment(project: Project) -> None:
+    write(project, n=1)
+    project.capsys.readouterr()
+    from multiturn_eval import cli
+
+    code = cli.main(
+        ["run", "suite.yaml", "--format", "json"], env={"MULTITURN_EVAL_REPORT_DIR": "elsewhere"}
+    )
+    assert code == 0
+    assert (project.root / "elsewhere" / "report.json").is_file()
+
+
+# ------------------------------------------------------------------------------- selection
+
+
+def test_filter_by_glob_and_substring(project: Project) -> None:
+    write(project, n=12)
+    assert [
+        r["name"] for r in project.run("run", "suite.yaml", "-k", "case-1*").report["results"]
+    ] == ["case-1", "case-10", "case-11"]
+    assert [
+        r["name"] for r in project.run("run", "suite.yaml", "-k", "se-2").report["results"]
+    ] == ["case-2"]
+
+
+def test_filter_by_tags_any_of(project: Project) -> None:
+    write(project, n=4, tags={1: ["smoke"], 2: ["slow"], 3: ["smoke", "slow"]})
+    result = project.run("run", "suite.yaml", "--tag", "smoke", "--tag", "nightly")
+    assert [r["name"] for r in result.report["results"]] == ["case-1", "case-3"]
+
+
+# -------------------------------------------------------------------------------- console
+
+
+def test_console_lines_and_quiet(project: Project) -> None:
+    project.write(
+        "suite.yaml",
+        SUITE % ""
+        + "  - {name: good, context: {script: [{response: '1'}]}, input: q, ground_truth: 1}\n"
+        + "  - {name: bad, context: {script: [{response: 'It is 7'}]}, turns: [{input: q, ground_truth: 1}]}\n",
+    )
+    result = project.run("run", "suite.yaml")
+    lines = result.out.splitlines()
+    assert any(line.startswith("PASS  suite::good  1/1 turns") for line in lines)
+    assert any(line.startswith("FAIL  suite::bad  0/1 turns") for line in lines)
+    assert "      got:      It is 7" in lines
+    assert lines[-2].startswith("1 passed, 1 failed (turns: 1/2 passed) in ")
+    quiet = project.run("run", "suite.yaml", "-q").out.splitlines()
+    assert not any(line.startswith("PASS") for line in quiet)
+    assert any(line.startswith("FAIL  suite::bad") for line in quiet)
+
+
+# --------------------------------------------------------------------------------- schemas
+
+
+@pytest.mark.parametrize("kind", ["suite", "report"])
+def test_committed_schemas_are_current(kind: str) -> None:
+    committed = (ROOT / "schemas" / f"{kind}.schema.json").read_text(encoding="utf-8")
+    assert committed == render(kind), "regenerate with: python -m multiturn_eval.schema"
+
+
+def test_schema_command_prints_the_schema(project: Project) -> None:
+    result = project.run("schema", "suite")
+    assert result.code == 0
+    assert json.loads(result.out)["title"] == "multiturn-eval suite"
+
+
+def test_report_validates_against_its_schema(project: Project) -> None:
+    project.write(
+        "suite.yaml",
+        SUITE % ""
+        + "  - {name: legacy, context: {script: [{response: '1'}]}, input: q, ground_truth: 1}\n"
+        + "  - {name: multi, context: {script: [{raise: bug}, {response: '2', tools: [{name: t, args: {a: [1]}}]}]},"
+        + " turns: [{input: q, ground_truth: 1}, {input: r, ground_truth: 1, expected_tools: [t]}]}\n",
+    )
+    report = project.run("run", "suite.yaml").report
+    schema = json.loads((ROOT / "schemas" / "report.schema.json").read_text())
+    jsonschema.validate(report, schema)
+
+
+def test_suites_validate_against_the_suite_schema(project: Project) -> None:
+    import yaml
+
+    schema = json.loads((ROOT / "schemas" / "suite.schema.json").read_text())
+    write(project, "execution: {parallel_test_cases: 2, turn_timeout: 5}", n=2)
+    jsonschema.validate(yaml.safe_load((project.root / "suite.yaml").read_text()), schema)
+    for path in sorted((ROOT / "examples").rglob("suite*.yaml")):
+        jsonschema.validate(yaml.safe_load(path.read_text()), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(
+            {"agent": {"backend": "python", "factory": "a:b"}, "test_cases": [], "x": 1}, schema
+        )
+
+
+# ---------------------------------------------------------------------------- interruption
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_interrupted_run_leaves_a_valid_report_and_exits_3(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    (tmp_path / "suite.yaml").write_text(
+        SUITE % ""
+        + "  - {name: quick, context: {script: [{response: '1'}]}, turns: [{input: q, ground_truth: 1}]}\n"
+        + "  - {name: slow, context: {script: [{response: '1', delay: 60}]}, turns: [{input: q, ground_truth: 1}]}\n"
+        + "  - {name: never, context: {script: [{response: '1'}]}, turns: [{input: q, ground_truth: 1}]}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "multiturn_eval",
+            "run",
+            "suite.yaml",
+            "-o",
+            "out",
+            "--format",
+            "json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    for line in proc.stdout:
+        if line.startswith("PASS  suite::quick") or time.monotonic() > deadline:
+            break
+    time.sleep(0.2)  # the slow case is now in flight
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, out + err
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["run"]["complete"] is False
+    assert report["run"]["stop_reason"] == f"interrupted by {sig.name}"
+    quick, slow, never = report["results"]
+    assert quick["passed"] is True
+    for result in (slow, never):
+        assert result["skipped"] is True
+        assert result["errors"] == [f"not run: interrupted by {sig.name}"]
+    assert report["summary"]["skipped"] == 2
+    assert "INCOMPLETE" in out
+    jsonschema.validate(report, json.loads((ROOT / "schemas" / "report.schema.json").read_text()))

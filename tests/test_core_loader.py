@@ -1,0 +1,350 @@
+"""One test per configuration rule of SPEC 4: every error names file, line, test case and field."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import Project
+
+HEAD = """\
+agent:
+  backend: python
+  factory: tests.agents:scripted
+"""
+
+
+def config_errors(project: Project, body: str, env: dict[str, str] | None = None) -> list[str]:
+    project.write("suite.yaml", HEAD + body)
+    result = project.run("validate", "suite.yaml", env=env)
+    assert result.code == 2, result.out + result.err
+    assert "Traceback" not in result.err
+    lines = [line.strip() for line in result.err.splitlines()[1:]]
+    assert lines, result.err
+    return lines
+
+
+def one_error(project: Project, body: str, env: dict[str, str] | None = None) -> str:
+    errors = config_errors(project, body, env)
+    assert len(errors) == 1, errors
+    return errors[0]
+
+
+def test_valid_suite_validates(project: Project) -> None:
+    project.write(
+        "suite.yaml",
+        HEAD
+        + """\
+test_cases:
+  - name: legacy
+    input: hello
+    ground_truth: hi there
+    expected_tools: [greet]
+  - name: multi
+    tags: [smoke]
+    instructions: Extra text.
+    context: {table: {"2009": {cash: 206588}}}
+    turns:
+      - input: what is the cash?
+        ground_truth: 206588
+        expected_tools: [lookup]
+      - input: difference?
+        ground_truth: "25587"
+        expected_tools:
+          - lookup
+          - name: subtract
+            args: {a: {fuzzy: "206588"}, b: {regex: "181001(\\\\.0+)?"}, c: 3}
+            count: 1
+        turn_program: subtract(206588, 181001)
+""",
+    )
+    result = project.run("validate", "suite.yaml")
+    assert result.code == 0, result.err
+    assert result.out == "ok: suite.yaml: 2 test cases, 3 turns\n"
+
+
+def test_unknown_top_level_key_suggests(project: Project) -> None:
+    error = one_error(project, "test_case:\n  - input: x\n")
+    assert error.startswith("suite.yaml:")
+    assert error == "suite.yaml:4 test_case: unknown key; did you mean 'test_cases'?"
+
+
+def test_unknown_key_in_test_case(project: Project) -> None:
+    error = one_error(project, "test_cases:\n  - name: a\n    input: x\n    tag: [x]\n")
+    assert error == "suite.yaml:7 test_cases[0] (\"a\") tag: unknown key; did you mean 'tags'?"
+
+
+def test_unknown_key_in_agent(project: Project) -> None:
+    error = one_error(project, "  modle: x\ntest_cases:\n  - input: x\n")
+    assert error == "suite.yaml:4 agent.modle: unknown key; did you mean 'model'?"
+
+
+@pytest.mark.parametrize(
+    ("typo", "known"),
+    [
+        ("ground_truht", "ground_truth"),
+        ("expected_tool", "expected_tools"),
+        ("evaluation", "evaluations"),
+    ],
+)
+def test_misspelled_turn_key_is_an_error(project: Project, typo: str, known: str) -> None:
+    error = one_error(
+        project, f"test_cases:\n  - name: a\n    turns:\n      - input: x\n        {typo}: []\n"
+    )
+    assert (
+        error
+        == f"suite.yaml:8 test_cases[0] (\"a\") turns[0].{typo}: unknown turn key; did you mean '{known}'?"
+    )
+
+
+def test_other_turn_keys_become_turn_config(project: Project) -> None:
+    project.write(
+        "suite.yaml",
+        HEAD
+        + "test_cases:\n  - turns:\n      - input: x\n        turn_program: subtract(1, 2)\n        weight: 3\n",
+    )
+    from multiturn_eval.loader import load_suite
+
+    loaded = load_suite(project.root / "suite.yaml", {})
+    turn = loaded.suite.test_cases[0].effective_turns()[0]
+    assert turn.turn_config == {"turn_program": "subtract(1, 2)", "weight": 3}
+
+
+def test_input_and_turns_together(project: Project) -> None:
+    error = one_error(project, "test_cases:\n  - input: x\n    turns:\n      - input: y\n")
+    assert (
+        error
+        == "suite.yaml:5 test_cases[0] input: a test case has either 'input' or 'turns', not both"
+    )
+
+
+def test_empty_turns(project: Project) -> None:
+    error = one_error(project, "test_cases:\n  - name: e\n    turns: []\n")
+    assert (
+        error
+        == "suite.yaml:6 test_cases[0] (\"e\") turns: is empty; give at least one turn, or use 'input:'"
+    )
+
+
+def test_neither_input_nor_turns(project: Project) -> None:
+    error = one_error(project, "test_cases:\n  - name: e\n")
+    assert "test_cases[0] (\"e\") turns: a test case needs 'turns'" in error
+
+
+@pytest.mark.parametrize("key", ["ground_truth", "expected_tools", "files", "retrieval_context"])
+def test_legacy_keys_beside_turns(project: Project, key: str) -> None:
+    value = "x" if key == "ground_truth" else "[]"
+    error = one_error(project, f"test_cases:\n  - turns:\n      - input: y\n    {key}: {value}\n")
+    assert (
+        error
+        == f"suite.yaml:7 test_cases[0] {key}: not allowed beside 'turns'; put it on the turn it belongs to"
+    )
+
+
+def test_expected_tool_count_must_be_positive(project: Project) -> None:
+    error = one_error(
+        project, "test_cases:\n  - input: x\n    expected_tools:\n      - {name: a, count: 0}\n"
+    )
+    assert error == "suite.yaml:7 test_cases[0] expected_tools[0].count: must be >= 1; got 0"
+
+
+def test_expected_tool_item_shape(project: Project) -> None:
+    error = one_error(project, "test_cases:\n  - input: x\n    expected_tools:\n      - {nam: a}\n")
+    assert "test_cases[0] expected_tools[0].nam: unknown key; did you mean 'name'?" in error
+
+
+def test_matcher_with_two_keys(project: Project) -> None:
+    error = one_error(
+        project,
+        "test_cases:\n  - input: x\n    expected_tools:\n      - {name: a, args: {b: {fuzzy: '1', regex: '1'}}}\n",
+    )
+    assert error == (
+        "suite.yaml:7 test_cases[0] expected_tools[0].args.b: a matcher mapping has exactly one key, "
+        "'fuzzy' or 'regex'; got 'fuzzy', 'regex'"
+    )
+
+
+def test_regex_compiled_at_load(project: Project) -> None:
+    error = one_error(
+        project,
+        "test_cases:\n  - name: Single_JKHY\n    turns:\n      - input: x\n        expected_tools:\n"
+        "          - name: subtract\n            args: {b: {regex: '(181001'}}\n",
+    )
+    assert error == (
+        'suite.yaml:10 test_cases[0] ("Single_JKHY") turns[0].expected_tools[0].args.b.regex: '
+        "cannot compile: missing ), unterminated subpattern at position 0"
+    )
+
+
+def test_unknown_evaluation_type_and_metric(project: Project) -> None:
+    errors = config_errors(
+        project,
+        "evaluations:\n  - {type: standrd, metric: numeric}\n  - {type: standard, metric: bleu}\n"
+        "test_cases:\n  - input: x\n",
+    )
+    assert errors[0].startswith(
+        "suite.yaml:5 evaluations[0]: unknown type 'standrd'; expected one of"
+    )
+    assert (
+        errors[1]
+        == "suite.yaml:6 evaluations[1].metric: must be 'equality' or 'numeric'; got 'bleu'"
+    )
+
+
+def test_negative_tolerance(project: Project) -> None:
+    error = one_error(
+        project,
+        "evaluations:\n  - {type: standard, metric: numeric, absolute_tolerance: -1}\ntest_cases:\n  - input: x\n",
+    )
+    assert error == "suite.yaml:5 evaluations[0].absolute_tolerance: must be >= 0; got -1"
+
+
+def test_flag_of_the_other_metric(project: Project) -> None:
+    error = one_error(
+        project,
+        "evaluations:\n  - {type: standard, metric: equality, relative_tolerance: 1}\ntest_cases:\n  - input: x\n",
+    )
+    assert (
+        error
+        == "suite.yaml:5 evaluations[0].relative_tolerance: applies to another metric, not to 'equality'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("grader", "message"),
+    [
+        ("nowhere.mod:fn", "cannot import module 'nowhere.mod': no module named 'nowhere'"),
+        ("tests.graders:missing", "module 'tests.graders' has no attribute 'missing'"),
+        ("tests.graders:NOT_CALLABLE", "'tests.graders:NOT_CALLABLE' is a int, not a callable"),
+    ],
+)
+def test_code_grader_imported_at_load(project: Project, grader: str, message: str) -> None:
+    error = one_error(
+        project,
+        f"test_cases:\n  - name: g\n    input: x\n    evaluations:\n      - type: code\n        grader: {grader}\n",
+    )
+    assert error == f'suite.yaml:9 test_cases[0] ("g") evaluations[0].grader: {message}'
+
+
+def test_factory_imported_at_load(project: Project) -> None:
+    project.write(
+        "suite.yaml",
+        "agent:\n  backend: python\n  factory: tests.agents:nope\ntest_cases:\n  - input: x\n",
+    )
+    result = project.run("validate", "suite.yaml")
+    assert result.code == 2
+    assert "suite.yaml:3 agent.factory: module 'tests.agents' has no attribute 'nope'" in result.err
+
+
+def test_files_must_exist(project: Project) -> None:
+    error = one_error(
+        project,
+        "test_cases:\n  - turns:\n      - input: x\n        files: [{path: data/chart.png}]\n",
+    )
+    assert error.startswith("suite.yaml:7 test_cases[0] turns[0].files[0].path: file not found: ")
+
+
+def test_instructions_file_must_exist(project: Project) -> None:
+    project.write(
+        "suite.yaml",
+        HEAD + "  instructions_file: prompts/analyst.md\ntest_cases:\n  - input: x\n",
+    )
+    result = project.run("validate", "suite.yaml")
+    assert result.code == 2
+    assert "suite.yaml:4 agent.instructions_file: file not found: " in result.err
+
+
+def test_unset_variable_names_the_field(project: Project) -> None:
+    error = one_error(project, "  options: {key: '${MY_TOKEN}'}\ntest_cases:\n  - input: x\n")
+    assert error == "suite.yaml:4 agent.options.key: environment variable MY_TOKEN is not set"
+
+
+def test_variables_are_substituted(project: Project) -> None:
+    project.write("suite.yaml", HEAD + "test_cases:\n  - name: ${CASE}-$${literal}\n    input: x\n")
+    from multiturn_eval.loader import load_suite
+
+    loaded = load_suite(project.root / "suite.yaml", {"CASE": "hello"})
+    assert loaded.case_name(0) == "hello-${literal}"
+
+
+def test_numeric_evaluation_needs_numeric_ground_truth(project: Project) -> None:
+    error = one_error(
+        project,
+        "evaluations: [{type: standard, metric: numeric}]\ntest_cases:\n  - input: x\n    ground_truth: yes\n",
+    )
+    assert error == (
+        "suite.yaml:7 test_cases[0] ground_truth: 'yes' is not a number, but the 'numeric' evaluation "
+        "compares numbers; give this turn its own evaluations (e.g. metric: equality)"
+    )
+
+
+def test_yaml_syntax_error_gives_the_line(project: Project) -> None:
+    error = one_error(project, "test_cases:\n  - input: [unclosed\n  - input: y\n")
+    assert error.startswith("suite.yaml:6: YAML syntax error:")
+
+
+def test_duplicate_keys_are_errors(project: Project) -> None:
+    error = one_error(project, "test_cases:\n  - input: x\n    input: y\n")
+    assert error == "suite.yaml:6: YAML syntax error: duplicate key 'input' (first at line 5)"
+
+
+def test_not_a_mapping(project: Project) -> None:
+    project.write("suite.yaml", "- just\n- a list\n")
+    result = project.run("validate", "suite.yaml")
+    assert result.code == 2
+    assert "suite.yaml:1: a suite file is a YAML mapping" in result.err
+
+
+def test_missing_file(project: Project) -> None:
+    result = project.run("validate", "nope.yaml")
+    assert result.code == 2
+    assert "nope.yaml: suite file not found" in result.err
+
+
+def test_all_errors_of_a_file_are_reported_together(project: Project) -> None:
+    errors = config_errors(
+        project,
+        "test_cases:\n  - turns: []\n  - input: x\n    tags: nope\n  - input: y\n    expected_tools: [{name: a, count: 0}]\n",
+    )
+    assert len(errors) == 3
+
+
+def test_errors_of_several_files_are_reported_together(project: Project) -> None:
+    project.write("a.yaml", HEAD + "test_cases: []\n")
+    project.write("b.yaml", HEAD + "test_cases:\n  - turns: []\n")
+    result = project.run("validate", "a.yaml", "b.yaml")
+    assert result.code == 2
+    assert "a.yaml:4 test_cases: is empty" in result.err
+    assert "b.yaml:5 test_cases[0] turns: is empty" in result.err
+
+
+def test_duplicate_names_are_warned_not_rejected(project: Project) -> None:
+    project.write(
+        "suite.yaml", HEAD + "test_cases:\n  - {name: a, input: x}\n  - {name: a, input: y}\n"
+    )
+    result = project.run("validate", "suite.yaml")
+    assert result.code == 0
+    assert (
+        "warning: suite.yaml:6 test_cases[1]: duplicate test-case name 'a' (also test_cases[0])"
+        in result.out
+    )
+
+
+def test_yes_no_stay_text(project: Project) -> None:
+    project.write(
+        "suite.yaml",
+        HEAD
+        + "test_cases:\n  - {input: is it?, ground_truth: yes}\n  - {input: 3, ground_truth: 0.5}\n",
+    )
+    from multiturn_eval.loader import load_suite
+
+    cases = load_suite(project.root / "suite.yaml", {}).suite.test_cases
+    assert cases[0].ground_truth == "yes"
+    assert (cases[1].input, cases[1].ground_truth) == ("3", "0.5")
+
+
+def test_duplicate_metric_names_in_one_list(project: Project) -> None:
+    error = one_error(
+        project,
+        "evaluations:\n  - {type: standard, metric: numeric}\n  - {type: standard, metric: numeric}\ntest_cases:\n  - input: x\n",
+    )
+    assert "evaluations[1].name: metric name 'numeric' is already used by evaluations[0]" in error
