@@ -41,6 +41,7 @@ from .suite import (
     TestCase,
     Turn,
 )
+from .tools import tool_definition_issues
 from .yaml_source import Path_, YamlDocument, YamlSyntaxError, parse_yaml
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -350,6 +351,10 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
             loaded.tools.append(resolve_callable(tool.function))
         except ValueError as exc:
             issues.append(locator.issue(("agent", "tools", i, "function"), str(exc)))
+    if len(loaded.tools) == len(agent.tools):  # all imported: check them as tools (tools.py)
+        issues.extend(
+            locator.issue(p, m) for p, m in tool_definition_issues(agent.tools, loaded.tools)
+        )
     factory = getattr(agent, "factory", None)
     if factory is not None:
         try:
