@@ -18,10 +18,12 @@ Order of work, all before any agent is called:
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import gc
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -412,15 +414,32 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
     return issues
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building large acyclic data.
+
+    Loading a 1,000-case suite allocates hundreds of thousands of objects and
+    no cycles; the collector's passes over them took half the load time.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def load_suites(paths: Sequence[Path], env: Mapping[str, str] | None = None) -> list[LoadedSuite]:
     """Load every file; raise one ConfigError listing the problems of all of them."""
     loaded: list[LoadedSuite] = []
     errors: list[ConfigError] = []
-    for path in paths:
-        try:
-            loaded.append(load_suite(path, env))
-        except ConfigError as exc:
-            errors.append(exc)
+    with gc_paused():
+        for path in paths:
+            try:
+                loaded.append(load_suite(path, env))
+            except ConfigError as exc:
+                errors.append(exc)
     if errors:
         raise ConfigError.merge(errors)
     return loaded

@@ -97,4 +97,9 @@ def _build(node: yaml.Node, path: Path_, lines: dict[Path_, int], loader: Any) -
         return result
     if isinstance(node, yaml.SequenceNode):
         return [_build(item, (*path, i), lines, loader) for i, item in enumerate(node.value)]
+    if node.tag == _STR_TAG:  # most scalars: skip the constructor's dispatch
+        return node.value
     return loader.construct_object(node, deep=True)
+
+
+_STR_TAG = "tag:yaml.org,2002:str"

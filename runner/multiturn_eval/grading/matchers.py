@@ -24,10 +24,13 @@ from ..suite import ExpectedTool, FuzzyMatcher, RegexMatcher
 from ..types import ToolInvocation
 
 _MISSING = object()
+# tuples, not ``int | float``: isinstance with a union is several times slower on this hot path
+_NUMBER_TYPES = (int, float)
+_SEQUENCES = (list, tuple)
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return type(value) in _NUMBER_TYPES
 
 
 def literal_equal(expected: Any, actual: Any) -> bool:
@@ -41,7 +44,7 @@ def literal_equal(expected: Any, actual: Any) -> bool:
         return expected.keys() == actual.keys() and all(
             literal_equal(v, actual[k]) for k, v in expected.items()
         )
-    if isinstance(expected, list | tuple) and isinstance(actual, list | tuple):
+    if isinstance(expected, _SEQUENCES) and isinstance(actual, _SEQUENCES):
         return len(expected) == len(actual) and all(
             literal_equal(e, a) for e, a in zip(expected, actual, strict=True)
         )
