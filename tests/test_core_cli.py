@@ -297,4 +297,6 @@ def test_interrupted_run_leaves_a_valid_report_and_exits_3(
         assert result["errors"] == [f"not run: interrupted by {sig.name}"]
     assert report["summary"]["skipped"] == 2
     assert "INCOMPLETE" in out
+    journal = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
+    assert [json.loads(line)["name"] for line in journal] == ["quick"]  # written as it finished
     jsonschema.validate(report, json.loads((ROOT / "schemas" / "report.schema.json").read_text()))

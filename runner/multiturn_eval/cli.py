@@ -241,7 +241,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> in
     def on_result(result: Any) -> None:
         console.case_finished(result)
         if progress is not None:
-            progress.case_finished()
+            progress.case_finished(result)
 
     internal_error: BaseException | None = None
     try:
@@ -252,6 +252,8 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> in
         internal_error = exc
         state.stop_reason = f"internal error: {type(exc).__name__}: {exc}"
 
+    if progress is not None:
+        progress.close()
     complete = state.complete
     report = build_report(
         suite_paths,

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 MAX_CONSECUTIVE_SESSION_ERRORS = 2
 #: how long closing a session may take before the run moves on
 CLOSE_TIMEOUT = 10.0
+#: the same while the run is being interrupted
+INTERRUPTED_CLOSE_TIMEOUT = 2.0
 
 
 class FatalRunError(Exception):
@@ -128,13 +130,19 @@ class CaseRunner:
                 await self._close(session)
 
     async def _close(self, session: Session) -> None:
+        # When the run is being interrupted, CI gives the process a few seconds before
+        # SIGKILL: close briefly so that the reports still get written.
+        task = asyncio.current_task()
+        limit = (
+            INTERRUPTED_CLOSE_TIMEOUT if task is not None and task.cancelling() else CLOSE_TIMEOUT
+        )
         try:
-            async with asyncio.timeout(CLOSE_TIMEOUT):
+            async with asyncio.timeout(limit):
                 await session.close()
         except asyncio.CancelledError:
             raise
         except TimeoutError:
-            self.warnings.append(f"closing the session timed out after {CLOSE_TIMEOUT:g} s")
+            self.warnings.append(f"closing the session timed out after {limit:g} s")
         except Exception as exc:
             self.warnings.append(f"closing the session failed: {_error_text(exc)}")
 

@@ -112,7 +112,16 @@ def write_reports(
 
 
 class ProgressWriter:
-    """Keeps ``report.json`` current while the run goes (throttled)."""
+    """Writes each test case out as it finishes, and keeps ``report.json`` current.
+
+    - ``results.jsonl``: one line per finished test case (a ``CaseResult``), in
+      completion order, appended and flushed as each finishes; the file is
+      started afresh by each run. Useful to follow a long run (``tail -f``).
+    - ``report.json``: rewritten from the run's snapshot at most every
+      ``interval`` seconds (``run.complete: false`` until the final write).
+    """
+
+    JOURNAL = "results.jsonl"
 
     def __init__(
         self,
@@ -126,9 +135,16 @@ class ProgressWriter:
         self.snapshot = snapshot
         self.interval = interval
         self._last = time.monotonic()
+        report_dir.mkdir(parents=True, exist_ok=True)
+        self._journal = (report_dir / self.JOURNAL).open("w", encoding="utf-8")
 
-    def case_finished(self) -> None:
+    def case_finished(self, result: CaseResult) -> None:
+        self._journal.write(self.redact(result.model_dump_json()) + "\n")
+        self._journal.flush()
         now = time.monotonic()
         if now - self._last >= self.interval:
             self._last = now
             write_atomic(self.path, self.redact(renderer("json")(self.snapshot())))
+
+    def close(self) -> None:
+        self._journal.close()
