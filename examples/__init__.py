@@ -1,0 +1,1 @@
+"""Runnable example suites (``examples/convfinqa`` first); importable from the repository root."""
