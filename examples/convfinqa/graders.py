@@ -277,6 +277,13 @@ def format_value(value: Any) -> str:
     return str(value) if isinstance(value, str) else repr(value)
 
 
+def _show(value: Any) -> str:
+    """A value as reasons show it: numbers to 5 decimals, like the dataset's answers."""
+    if isinstance(value, float):
+        return format_value(round(value, 5))
+    return format_value(value)
+
+
 def _as_value(result: Any) -> Value | None:
     """What a tool result stands for: a number, "yes"/"no", or None."""
     if isinstance(result, bool):
@@ -323,12 +330,12 @@ def _call_text(name: str, args: Mapping[str, Any], result: Any, error: str | Non
     if error is not None:
         return f"{name}({shown}) -> error: {_clip(error, 120)}"
     value = _as_value(result)
-    return f"{name}({shown}) -> {format_value(value) if value is not None else _short(result)}"
+    return f"{name}({shown}) -> {_show(value) if value is not None else _short(result)}"
 
 
 def _short(value: Any) -> str:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return format_value(value)
+        return _show(value)
     return _clip(repr(value), 60)
 
 
@@ -436,8 +443,8 @@ def turn_program_equivalence(ctx: GraderContext) -> GraderResult:
         row: dict[str, Any] = {
             "step": f"#{step.index}",
             "expression": step.expression,
-            "operands": [format_value(v) for v in step.operands],
-            "expected": format_value(step.value),
+            "operands": [_show(v) for v in step.operands],
+            "expected": _show(step.value),
         }
         found, pool = _find(step.value, step.op, pools)
         if found is not None:
@@ -452,8 +459,8 @@ def turn_program_equivalence(ctx: GraderContext) -> GraderResult:
             row["closest"] = f"{closest.where}: {closest.text}" if closest else None
             hint = f": no tool call returned it (closest: {closest.text})" if closest else ""
             missing.append(
-                f"#{step.index} {step.op}({', '.join(format_value(v) for v in step.operands)}) "
-                f"= {format_value(step.value)}{hint}"
+                f"#{step.index} {step.op}({', '.join(_show(v) for v in step.operands)}) "
+                f"= {_show(step.value)}{hint}"
             )
         rows.append(row)
     details["steps"] = rows
@@ -482,7 +489,7 @@ def _literal_verdict(
     details: dict[str, Any],
 ) -> GraderResult:
     value = gold.value
-    shown = format_value(value)
+    shown = _show(value)
     found, pool = _find(value, None, pools)
     cells = [c for c in _table_cells(table) if values_match(c[2], value)]
     details["steps"] = []

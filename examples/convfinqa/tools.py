@@ -19,7 +19,7 @@ stops at the first rule that picks exactly one label:
    (``"2009"`` finds ``"for the years ended december 31 , 2009"`` and
    ``"12/31/2009"``);
 4. the one label that contains every word of the query, or starts with it
-   (``"operating activities"``);
+   (``"operating activities"``); when several do, the query is ambiguous;
 5. the closest label by :mod:`difflib` similarity, when it is clearly closer
    than the runner-up.
 
@@ -188,8 +188,11 @@ def match_label(query: str, labels: Sequence[str], kind: str = "label") -> str:
         found = _unique(containing)
         if found is not None:
             return found
-        if containing:
-            pool = containing
+        if containing:  # several labels hold every word: only the caller can tell which
+            raise TableLookupError(
+                f"{kind} {query!r} is ambiguous: it could be {_quote_all(containing)}; "
+                "give more of the label"
+            )
     scored = sorted(
         (
             (difflib.SequenceMatcher(None, wanted, normalise(label)).ratio(), label)
@@ -198,7 +201,7 @@ def match_label(query: str, labels: Sequence[str], kind: str = "label") -> str:
         key=lambda pair: -pair[0],
     )
     close = [(score, label) for score, label in scored if score >= _FUZZY_CUTOFF]
-    if close and (len(close) == 1 or close[0][0] - close[1][0] >= _FUZZY_MARGIN):
+    if close and (len(scored) == 1 or scored[0][0] - scored[1][0] >= _FUZZY_MARGIN):
         return close[0][1]
     if len(pool) < len(labels) or close:
         candidates = [label for _, label in close] or pool

@@ -1,0 +1,135 @@
+"""The offline baseline agent: follow-ups from the session's history, real tool calls."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+from examples.convfinqa.baseline_agent import factory
+
+from multiturn_eval import CaseContext, TurnReply
+
+TABLE: dict[str, dict[str, Any]] = {
+    "2009": {
+        "net cash from operating activities": 206588.0,
+        "net cash used in investing activities": -86011.0,
+        "total debt": 300.0,
+        "total assets": 1500.0,
+    },
+    "2008": {
+        "net cash from operating activities": 181001.0,
+        "net cash used in investing activities": -59294.0,
+        "total debt": 250.0,
+        "total assets": 1250.0,
+    },
+    "2007": {
+        "net cash from operating activities": 161000.0,
+        "net cash used in investing activities": -50000.0,
+        "total debt": 200.0,
+        "total assets": 1000.0,
+    },
+}
+ALL_TOOLS = [
+    {"function": f"examples.convfinqa.tools:{name}"}
+    for name in ("lookup", "add", "subtract", "multiply", "divide", "greater")
+]
+
+
+def session(tools: list[dict[str, str]] | None = None) -> Any:
+    agent = {"backend": "python", "tools": ALL_TOOLS if tools is None else tools}
+    return factory(
+        CaseContext(
+            test_case_name="Single_JKHY/2009/page_28.pdf-3",
+            agent=MappingProxyType(agent),
+            context=MappingProxyType({"table": TABLE}),
+        )
+    )
+
+
+def calls(reply: TurnReply) -> list[tuple[str, dict[str, Any], Any]]:
+    return [(c.name, dict(c.args), c.result) for c in reply.tool_invocations]
+
+
+def test_the_jkhy_dialogue_value_follow_up_difference_and_percentage_change() -> None:
+    agent = session()
+    first = agent.send("what is the net cash from operating activities in 2009?")
+    assert calls(first) == [
+        (
+            "lookup",
+            {"row": "net cash from operating activities", "column": "2009"},
+            {"row": "net cash from operating activities", "column": "2009", "value": 206588.0},
+        )
+    ]
+    assert first.response.endswith("206588")
+
+    second = agent.send("what about in 2008?")  # same row, another column
+    assert calls(second)[0][1] == {"row": "net cash from operating activities", "column": "2008"}
+    assert second.response.endswith("181001")
+
+    third = agent.send("what is the difference?")  # the last two values
+    assert calls(third) == [("subtract", {"a": 206588.0, "b": 181001.0}, 25587.0)]
+    assert third.response == "206588 - 181001 = 25587"
+
+    fourth = agent.send("what percentage change does this represent?")  # reuses the change
+    ((name, args, result),) = calls(fourth)
+    assert (name, args) == ("divide", {"a": 25587.0, "b": 181001.0})
+    assert result == 0.141363859868
+    assert fourth.response == "25587 / 181001 = 0.14136"
+    for reply in (first, second, third, fourth):
+        assert all(c.error is None and c.duration_ms is not None for c in reply.tool_invocations)
+
+
+def test_a_change_between_two_named_years_reads_both_and_subtracts_earlier_from_later() -> None:
+    reply = session().send("what was the change in total debt from 2007 to 2009?")
+    assert [c[0] for c in calls(reply)] == ["lookup", "lookup", "subtract"]
+    assert calls(reply)[2][1] == {"a": 300.0, "b": 200.0}
+    assert reply.response.endswith("= 100")
+
+
+def test_sum_and_ratio_of_earlier_values() -> None:
+    agent = session()
+    agent.send("what was the total debt in 2009?")
+    agent.send("and in 2008?")
+    total = agent.send("what is the sum of these two years?")
+    assert calls(total) == [("add", {"a": 300.0, "b": 250.0}, 550.0)]
+    agent.send("what were total assets in 2009?")
+    ratio = agent.send("what portion of total assets does the 2009 debt represent?")
+    assert calls(ratio)[-1][0] == "divide"
+
+
+def test_literal_arithmetic_on_the_previous_answer() -> None:
+    agent = session()
+    agent.send("what was the total debt in 2009?")
+    reply = agent.send("what is that times 1000?")
+    assert calls(reply) == [("multiply", {"a": 300.0, "b": 1000.0}, 300000.0)]
+
+
+def test_without_a_needed_tool_the_agent_says_so_and_gives_no_number() -> None:
+    agent = session(tools=[{"function": "examples.convfinqa.tools:lookup"}])
+    agent.send("what is the net cash from operating activities in 2009?")
+    agent.send("what about in 2008?")
+    reply = agent.send("what is the difference?")
+    assert reply.tool_invocations == []
+    assert reply.response == "I would need the 'subtract' tool, which this suite does not offer."
+
+
+def test_a_failed_lookup_is_recorded_with_its_error() -> None:
+    reply = session().send("what was the total debt in 2015?")
+    (call,) = reply.tool_invocations
+    assert call.name == "lookup"
+    assert call.error is not None and "no column matches '2015'" in call.error
+    assert not any(ch.isdigit() for ch in reply.response.split(":")[0])
+
+
+def test_an_unanswerable_first_question_has_no_number_in_the_reply() -> None:
+    reply = session().send("what is the difference?")
+    assert reply.tool_invocations == []
+    assert not any(ch.isdigit() for ch in reply.response)
+
+
+def test_sessions_do_not_share_history() -> None:
+    first = session()
+    first.send("what was the total debt in 2009?")
+    first.send("and in 2008?")
+    second = session()
+    assert not any(ch.isdigit() for ch in second.send("what is the difference?").response)
