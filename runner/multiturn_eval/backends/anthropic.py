@@ -1,0 +1,479 @@
+"""The ``anthropic`` backend: Claude through the Messages API, with a client-side tool loop (SPEC 7).
+
+One ``anthropic.AsyncAnthropic`` client per run (shared connection pool), its
+own retries off (``max_retries=0``): every request goes through the capped
+:class:`~multiturn_eval.retry.RetryPolicy` of the agent's ``retry:`` block.
+
+Per session (one test case) the conversation is kept client-side. A turn:
+
+1. sends the history plus the new user message -- the turn's ``files`` first
+   (PNG/JPEG/GIF/WebP as base64 ``image`` blocks, PDF as a ``document`` block,
+   text files inlined as a text block ``<file name="...">...</file>``), then
+   the text -- with the effective instructions
+   (:attr:`CaseContext.instructions`) as ``system``, the suite's Python tools,
+   ``max_tokens`` and, only when the suite sets it, ``temperature`` (newer
+   models refuse sampling parameters with a 400, which names the fix);
+2. while the reply stops with ``tool_use`` (at most ``max_tool_rounds`` times),
+   runs every ``tool_use`` block of the reply in order and answers them all in
+   one user message of ``tool_result`` blocks (``is_error`` for a tool that
+   raised or got invalid arguments);
+3. returns the final reply's text. ``max_tokens`` (or
+   ``model_context_window_exceeded``) keeps the text and adds a warning;
+   ``refusal`` is a turn error; the model still calling tools after
+   ``max_tool_rounds`` rounds is a turn error naming the calls.
+
+Token usage is summed over every request of the turn (``input_tokens`` ->
+``prompt_tokens``, ``output_tokens`` -> ``completion_tokens``, and the cache
+creation/read tokens), and priced with :mod:`multiturn_eval.pricing`.
+``prompt_caching: true`` marks the system prompt and the last tool with
+``cache_control: {type: ephemeral}``.
+
+A failed turn leaves the history as it was before the turn (a half-finished
+tool loop would make every later request invalid), so the next turn is sent
+on a clean conversation.
+
+Errors are translated in one place (:func:`translate`): 401/403 stop the run
+(exit 3) with one message; 408, 409, 429, 5xx, 529, timeouts and connection
+errors are retried, then fail the turn; a prompt too long for the context
+window and every other 4xx fail the turn.
+
+Environment: ``api_key`` / ``base_url`` come from the suite, else
+``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN``) / ``ANTHROPIC_BASE_URL``.
+The environment is read once, when the backend is built (from ``env=`` when
+given, else ``os.environ``); a missing key is a configuration error (exit 2)
+before any request. The key is added to the suite's secrets, so no report
+shows it.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anthropic
+
+from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError
+from ..pricing import price_for
+from ..retry import RetryPolicy, Sleep, TransientError, parse_retry_after, retry_note
+from ..suite import AnthropicAgent
+from ..tools import ToolSet
+from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
+
+if TYPE_CHECKING:
+    from ..loader import LoadedSuite
+    from ..settings import RunSettings
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+PDF_TYPE = "application/pdf"
+TEXT_TYPES = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/toml",
+        "application/csv",
+        "application/x-ndjson",
+        "application/javascript",
+        "application/x-sh",
+        "application/sql",
+    }
+)
+#: the API's per-request limits (https://docs.claude.com/en/docs/build-with-claude/vision, /pdf-support)
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+MAX_PDF_BYTES = 32 * 1024 * 1024
+#: how much of a file is read to decide whether an unknown type is text
+_SNIFF = 8192
+
+
+# ------------------------------------------------------------------------------ files
+
+
+def file_kind(file: TurnFile) -> str | None:
+    """``image``, ``document`` (PDF) or ``text``; None when Claude cannot take it.
+
+    A file whose media type is unknown (``application/octet-stream``) counts as
+    text when its start decodes as UTF-8 without NUL bytes.
+    """
+    media_type = file.media_type.split(";")[0].strip().lower()
+    if media_type in IMAGE_TYPES:
+        return "image"
+    if media_type == PDF_TYPE:
+        return "document"
+    if media_type.startswith("text/") or media_type in TEXT_TYPES or media_type.endswith("+json"):
+        return "text"
+    if media_type == "application/octet-stream":
+        try:
+            with file.path.open("rb") as handle:
+                head = handle.read(_SNIFF)
+        except OSError:
+            return None
+        if b"\0" in head:
+            return None
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < len(head) - 4:  # not just a character cut at the sniff boundary
+                return None
+        return "text"
+    return None
+
+
+def file_problem(file: TurnFile) -> str | None:
+    """Why ``file`` cannot be sent to Claude, or None."""
+    kind = file_kind(file)
+    if kind is None:
+        return (
+            f"cannot send {file.path.name!r} ({file.media_type}) to Claude: it takes PNG, JPEG, "
+            "GIF and WebP images, PDF documents and text files (set media_type: if the "
+            "guess from the file name is wrong)"
+        )
+    try:
+        size = file.path.stat().st_size
+    except OSError as exc:
+        return f"cannot read {file.path}: {exc}"
+    limit = {"image": MAX_IMAGE_BYTES, "document": MAX_PDF_BYTES}.get(kind)
+    if limit is not None and size > limit:
+        return (
+            f"{file.path.name!r} is {size / 1024 / 1024:.1f} MB; the API takes "
+            f"{kind}s up to {limit // 1024 // 1024} MB"
+        )
+    return None
+
+
+def file_block(file: TurnFile) -> dict[str, Any]:
+    """The content block for one file (read now; OSError/UnicodeDecodeError on trouble)."""
+    kind = file_kind(file)
+    data = file.path.read_bytes()
+    if kind == "image":
+        media_type = file.media_type.split(";")[0].strip().lower()
+        return {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": media_type,
+                "data": base64.b64encode(data).decode(),
+            },
+        }
+    if kind == "document":
+        return {
+            "type": "document",
+            "source": {
+                "type": "base64",
+                "media_type": PDF_TYPE,
+                "data": base64.b64encode(data).decode(),
+            },
+            "title": file.path.name,
+        }
+    text = data.decode("utf-8")
+    return {"type": "text", "text": f'<file name="{file.path.name}">\n{text}\n</file>'}
+
+
+def _check_files(suite: LoadedSuite) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
+    for i, case in enumerate(suite.suite.test_cases):
+        for t, turn in enumerate(case.effective_turns()):
+            for f, ref in enumerate(turn.files):
+                path = suite.base_dir / ref.path
+                file = (
+                    TurnFile.from_path(path)
+                    if ref.media_type is None
+                    else TurnFile(path, ref.media_type)
+                )
+                problem = file_problem(file)
+                if problem is None:
+                    continue
+                turn_path: tuple[str | int, ...] = (
+                    ("test_cases", i) if case.is_legacy else ("test_cases", i, "turns", t)
+                )
+                name = case.name
+                issues.append(
+                    ConfigIssue(
+                        problem,
+                        file=suite.display_path,
+                        line=suite.document.line_of((*turn_path, "files", f)),
+                        test_case=f"test_cases[{i}]" + (f' ("{name}")' if name else ""),
+                        field=(f"turns[{t}]." if not case.is_legacy else "") + f"files[{f}].path",
+                    )
+                )
+    return issues
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def _too_long(message: str) -> bool:
+    text = message.lower()
+    return "prompt is too long" in text or (
+        "context" in text and ("too long" in text or "exceed" in text)
+    )
+
+
+def translate(exc: Exception, base_url: str = DEFAULT_BASE_URL) -> BackendError:
+    """The one place where the SDK's exceptions become BackendErrors."""
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        message = exc.api_message or exc.message
+        kind = exc.type or "error"
+        text = f"Anthropic API error {status} {kind}: {message}"
+        if status in (401, 403):
+            return FatalBackendError(
+                f"the Anthropic API refused the credentials ({status} {kind}: {message}); "
+                "check ANTHROPIC_API_KEY or agent.api_key",
+                status_code=status,
+                session_alive=False,
+            )
+        if status in (408, 409, 429) or status >= 500:
+            return TransientError(
+                text, retry_after=parse_retry_after(exc.response.headers), status_code=status
+            )
+        if status == 413 or (status == 400 and _too_long(message)):
+            return BackendError(
+                f"the conversation no longer fits the model's context window ({status} {kind}: "
+                f"{message})",
+                status_code=status,
+            )
+        if status == 400 and "temperature" in message and "deprecated" in message:
+            text += " (this model takes no sampling parameters: remove agent.temperature)"
+        return BackendError(text, status_code=status)
+    if isinstance(exc, anthropic.APITimeoutError):
+        return TransientError(f"the request to the Anthropic API at {base_url} timed out")
+    if isinstance(exc, anthropic.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
+        return TransientError(f"cannot reach the Anthropic API at {base_url}{detail}")
+    if isinstance(exc, anthropic.APIResponseValidationError | ValueError):
+        return BackendError(
+            f"the Anthropic API at {base_url} sent a malformed response "
+            f"({type(exc).__name__}: {str(exc)[:200]})"
+        )
+    return BackendError(f"{type(exc).__name__}: {exc}")
+
+
+# ---------------------------------------------------------------------------- backend
+
+
+def _end_of_life(model: str) -> str | None:
+    """The retirement date the SDK knows for a deprecated model (its table is private)."""
+    try:
+        from anthropic._data import DEPRECATED_MODELS
+    except ImportError:  # pragma: no cover - the SDK moved it
+        return None
+    date = DEPRECATED_MODELS.get(model)
+    return str(date) if date is not None else None
+
+
+def _usage(response: Any) -> TokenUsage:
+    usage = response.usage
+    return TokenUsage(
+        prompt_tokens=usage.input_tokens or 0,
+        completion_tokens=usage.output_tokens or 0,
+        cache_creation_tokens=usage.cache_creation_input_tokens or 0,
+        cache_read_tokens=usage.cache_read_input_tokens or 0,
+    )
+
+
+def _block(block: Any) -> dict[str, Any]:
+    """A response content block as it goes back into the history (as the API sent it)."""
+    data: dict[str, Any] = block.to_dict(mode="json", exclude_unset=True)
+    return data
+
+
+class AnthropicBackend:
+    name = "anthropic"
+
+    def __init__(
+        self,
+        suite: LoadedSuite,
+        settings: RunSettings,
+        *,
+        env: Mapping[str, str] | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        agent = suite.suite.agent
+        assert isinstance(agent, AnthropicAgent)
+        self.agent = agent
+        if env is None:
+            env = getattr(settings, "env", None) or os.environ  # read once, here
+        api_key = agent.api_key or env.get("ANTHROPIC_API_KEY") or None
+        auth_token = None if api_key else (env.get("ANTHROPIC_AUTH_TOKEN") or None)
+        issues = _check_files(suite)
+        if api_key is None and auth_token is None:
+            issues.insert(
+                0,
+                ConfigIssue(
+                    "no API key for the anthropic backend: set ANTHROPIC_API_KEY "
+                    "(or agent.api_key: ${SOME_VAR})",
+                    file=suite.display_path,
+                    line=suite.document.line_of(("agent", "backend")),
+                    field="agent.api_key",
+                ),
+            )
+        if issues:
+            raise ConfigError(issues)
+        for secret in (api_key, auth_token):
+            if secret:
+                suite.secrets.add(secret)
+        self.base_url = (
+            agent.base_url or env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        ).rstrip("/")
+        retired = _end_of_life(agent.model)
+        if retired is not None:
+            suite.warnings.append(
+                f"{suite.display_path}: agent.model {agent.model!r} is deprecated; Anthropic "
+                f"retires it on {retired}"
+            )
+        # said once above; the SDK would repeat it on every request
+        warnings.filterwarnings(
+            "ignore", message=r"The model '.*' is deprecated", category=DeprecationWarning
+        )
+        self.client = anthropic.AsyncAnthropic(
+            api_key=api_key,
+            auth_token=auth_token,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=settings.turn_timeout,
+        )
+        self.tools = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
+        self.tool_params = self.tools.anthropic_tools(cache=agent.prompt_caching)
+        self.policy = RetryPolicy(agent.retry, sleep=sleep)
+        self.price = price_for(agent.model, suite.suite.pricing)
+        self._files: dict[tuple[Path, str], dict[str, Any]] = {}
+
+    async def open_session(self, case: CaseContext) -> AnthropicSession:
+        return AnthropicSession(self, case)
+
+    async def aclose(self) -> None:
+        await self.tools.aclose()
+        await self.client.close()
+
+    # ------------------------------------------------------------------------ helpers
+
+    def content_for(self, message: str, files: Sequence[TurnFile]) -> list[dict[str, Any]]:
+        blocks = []
+        for file in files:
+            key = (file.path, file.media_type)
+            block = self._files.get(key)
+            if block is None:
+                problem = file_problem(file)
+                if problem is not None:
+                    raise BackendError(problem)
+                try:
+                    block = file_block(file)
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise BackendError(f"cannot read {file.path}: {exc}") from exc
+                self._files[key] = block
+            blocks.append(block)
+        blocks.append({"type": "text", "text": message})
+        return blocks
+
+    def request(self, system: str | None, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.agent.model,
+            "max_tokens": self.agent.max_tokens,
+            "messages": messages,
+        }
+        if system:
+            block: dict[str, Any] = {"type": "text", "text": system}
+            if self.agent.prompt_caching:
+                block["cache_control"] = {"type": "ephemeral"}
+            params["system"] = [block]
+        if self.tool_params:
+            params["tools"] = self.tool_params
+        if self.agent.temperature is not None:
+            # anthropic>=1 dropped the keyword (newer models refuse sampling parameters);
+            # the API still takes it for the models that accept it
+            params["extra_body"] = {"temperature": self.agent.temperature}
+        return params
+
+    async def create(self, params: dict[str, Any], notes: list[str]) -> Any:
+        def note(error: BackendError, attempt: int, wait: float) -> None:
+            notes.append(retry_note(error, attempt, wait))
+
+        return await self.policy.run(
+            lambda: self.client.messages.create(**params),
+            lambda exc: translate(exc, self.base_url),
+            on_retry=note,
+        )
+
+
+class AnthropicSession:
+    """One conversation; the history lives here."""
+
+    def __init__(self, backend: AnthropicBackend, case: CaseContext) -> None:
+        self.backend = backend
+        self.case = case
+        self.history: list[dict[str, Any]] = []
+
+    async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply:
+        backend = self.backend
+        turn: list[dict[str, Any]] = [
+            {"role": "user", "content": backend.content_for(message, files)}
+        ]
+        usages: list[TokenUsage] = []
+        invocations: list[ToolInvocation] = []
+        warnings: list[str] = []
+        for rounds in itertools.count():
+            response = await backend.create(
+                backend.request(self.case.instructions, [*self.history, *turn]), warnings
+            )
+            usages.append(_usage(response))
+            uses = [b for b in response.content if b.type == "tool_use"]
+            if response.stop_reason == "tool_use" and uses:
+                if rounds >= backend.agent.max_tool_rounds:
+                    called = ", ".join(i.name for i in invocations) or "none"
+                    asked = ", ".join(u.name for u in uses)
+                    raise BackendError(
+                        f"the model was still calling tools ({asked}) after max_tool_rounds = "
+                        f"{backend.agent.max_tool_rounds} rounds; calls made this turn: {called}"
+                    )
+                turn.append({"role": "assistant", "content": [_block(b) for b in response.content]})
+                results = []
+                for use in uses:
+                    outcome = await backend.tools.call(use.name, use.input, self.case)
+                    invocations.append(outcome.invocation)
+                    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": use.id}
+                    if outcome.content:
+                        result["content"] = outcome.content
+                    if outcome.is_error:
+                        result["is_error"] = True
+                    results.append(result)
+                turn.append({"role": "user", "content": results})
+                continue
+            text = "".join(b.text for b in response.content if b.type == "text")
+            stop = response.stop_reason
+            if stop == "refusal":
+                raise BackendError(
+                    "the model refused to answer (stop_reason: refusal)"
+                    + (f": {text[:200]}" if text else "")
+                )
+            if stop in ("max_tokens", "model_context_window_exceeded"):
+                limit = f" = {backend.agent.max_tokens}" if stop == "max_tokens" else ""
+                warnings.append(f"the reply was cut off (stop_reason: {stop}{limit})")
+            elif stop not in ("end_turn", "stop_sequence", "tool_use", None):
+                warnings.append(f"unexpected stop_reason {stop!r}; the reply's text was kept")
+            # unanswered tool_use blocks (cut off, or an odd stop) would break the next request
+            kept = [_block(b) for b in response.content if b.type != "tool_use"]
+            if kept:
+                turn.append({"role": "assistant", "content": kept})
+            break
+        self.history.extend(turn)
+        usage = TokenUsage.sum(usages)
+        price = backend.price
+        return TurnReply(
+            response=text,
+            tool_invocations=tuple(invocations),
+            token_usage=usage,
+            warnings=tuple(warnings),
+            cost_usd=None if price is None else price.cost(usage),
+        )
+
+    async def close(self) -> None:
+        self.history.clear()
