@@ -1,0 +1,97 @@
+"""Annotations for failing turns, ranked to fit GitHub's per-step budget (pure).
+
+GitHub shows at most 10 error annotations per step, so the most useful ones go
+first:
+
+1. the first failing turn of every failing test case whose failure is a failed
+   check (a regression in the agent's behaviour), in suite order;
+2. the first failing turn of the test cases that failed on an infrastructure
+   error (timeout, backend error, broken session);
+3. the remaining failing turns, in suite order.
+
+Each annotation points at the YAML line of the turn (the test case's line when
+the turn's is unknown) in the suite file, as a path relative to the
+workspace, and says what was expected and what came back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..results import CaseResult, Report, TurnResult
+from .commands import ANNOTATIONS_PER_STEP, Annotation, clean
+
+_TEXT = 300
+
+
+@dataclass(frozen=True)
+class RankedAnnotations:
+    annotations: list[Annotation]
+    omitted: int
+    """failing turns (or test cases) beyond the budget"""
+
+
+def _quote(text: str | None) -> str:
+    if text is None:
+        return "(no reply)"
+    return repr(clean(text, _TEXT))
+
+
+def turn_annotation(case: CaseResult, turn: TurnResult, file: str | None) -> Annotation:
+    checks = turn.failed_checks() or ["failed"]
+    lines = [f"Turn {turn.turn_index + 1} failed: {clean(checks[0], 500)}"]
+    lines += [f"also: {clean(check, 500)}" for check in checks[1:4]]
+    if len(checks) > 4:
+        lines.append(f"(+{len(checks) - 4} more failed checks)")
+    lines.append(f"input:    {_quote(turn.input)}")
+    if turn.ground_truth is not None:
+        lines.append(f"expected: {_quote(turn.ground_truth)}")
+    lines.append(f"got:      {_quote(turn.response)}")
+    return Annotation(
+        level="error",
+        title=f"{case.suite_name} › {case.name} › turn {turn.turn_index + 1}",
+        message="\n".join(lines),
+        file=file,
+        line=turn.line or case.line,
+    )
+
+
+def case_annotation(case: CaseResult, file: str | None) -> Annotation:
+    reason = clean(case.errors[0], 500) if case.errors else "failed"
+    return Annotation(
+        level="error",
+        title=f"{case.suite_name} › {case.name}",
+        message=f"Test case failed: {reason}",
+        file=file,
+        line=case.line,
+    )
+
+
+def rank_annotations(
+    report: Report,
+    file_of: Callable[[str], str | None],
+    budget: int = ANNOTATIONS_PER_STEP,
+) -> RankedAnnotations:
+    """Error annotations for the failing turns of ``report``, at most ``budget``.
+
+    ``file_of`` maps a result's ``suite`` path to the path GitHub should show
+    (relative to the workspace), or None when it is outside the workspace.
+    """
+    firsts: list[Annotation] = []
+    infra: list[Annotation] = []
+    rest: list[Annotation] = []
+    for case in report.results:
+        if case.passed or case.skipped:
+            continue
+        file = file_of(case.suite)
+        failing = [t for t in case.all_turns() if not t.passed and not t.skipped]
+        if not failing:  # failed on a case-level error, or every turn was skipped
+            (infra if case.outcome == "error" else firsts).append(case_annotation(case, file))
+            continue
+        first = turn_annotation(case, failing[0], file)
+        (infra if case.outcome == "error" else firsts).append(first)
+        rest.extend(turn_annotation(case, turn, file) for turn in failing[1:])
+    ranked = firsts + infra + rest
+    budget = max(budget, 0)
+    return RankedAnnotations(ranked[:budget], max(len(ranked) - budget, 0))

@@ -1,0 +1,208 @@
+"""The action's inputs: read from ``INPUT_*`` variables and validated here.
+
+The runner passes every input as ``INPUT_<NAME>`` with the name upper-cased and
+hyphens kept (``INPUT_PARALLEL-TEST-CASES``), and does not enforce
+``required:``, so this module checks everything itself and reports each
+problem naming the input. Values are trimmed (as ``@actions/core`` does).
+
+Decisions where action.yml leaves room:
+
+- ``suite``, ``tags`` and ``install`` are lists: one item per line, or
+  separated by commas (``suite``, ``tags``) or whitespace (``tags``,
+  ``install``). A suite path may contain spaces; a package specifier may not.
+- ``suite`` and ``report-dir`` are relative to ``working-directory``, which is
+  relative to the workspace. The report directory must be inside the workspace,
+  so a later ``actions/upload-artifact`` step can collect it.
+- ``install`` items naming an existing file, or ending in ``.txt``, are
+  requirements files (``pip install -r``); everything else is handed to
+  ``pip install`` as a package specifier, path or pip option.
+- ``fail-on-failure`` accepts the YAML 1.2 booleans ``true``/``True``/``TRUE``
+  and ``false``/``False``/``FALSE`` (as ``core.getBooleanInput``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ..settings import parse_positive_int
+
+CommentMode = Literal["auto", "always", "never"]
+
+#: every input action.yml declares, with the default the runner fills in (None: none)
+INPUTS: dict[str, str | None] = {
+    "suite": None,
+    "parallel-test-cases": "",
+    "report-dir": "multiturn-eval-report",
+    "filter": "",
+    "tags": "",
+    "comment": "auto",
+    "github-token": None,  # ${{ github.token }}, filled in by the runner
+    "anthropic-api-key": "",
+    "openai-api-key": "",
+    "install": "",
+    "working-directory": ".",
+    "fail-on-failure": "true",
+}
+SECRET_INPUTS = ("github-token", "anthropic-api-key", "openai-api-key")
+
+_TRUE = ("true", "True", "TRUE")
+_FALSE = ("false", "False", "FALSE")
+_ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tar.bz2")
+
+
+def env_name(name: str) -> str:
+    return "INPUT_" + name.replace(" ", "_").upper()
+
+
+@dataclass(frozen=True)
+class InputProblem:
+    input: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"input '{self.input}': {self.message}"
+
+
+class InputError(Exception):
+    def __init__(self, problems: list[InputProblem]) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class ActionInputs:
+    suites: list[str]
+    working_directory: Path
+    """absolute"""
+    report_dir: Path
+    """absolute, inside the workspace"""
+    parallel_test_cases: int | None = None
+    filter: str | None = None
+    tags: list[str] = field(default_factory=list)
+    comment: CommentMode = "auto"
+    github_token: str = ""
+    anthropic_api_key: str = ""
+    openai_api_key: str = ""
+    install: list[str] = field(default_factory=list)
+    """arguments for ``pip install`` (run in the working directory), files as ``-r FILE``"""
+    fail_on_failure: bool = True
+
+
+def raw_input(env: Mapping[str, str], name: str) -> str:
+    value = env.get(env_name(name))
+    if value is None:
+        value = INPUTS.get(name) or ""
+    return value.strip()
+
+
+def _split(text: str, separators: str) -> list[str]:
+    return [part.strip() for part in re.split(separators, text) if part.strip()]
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
+    """Every input, checked; raises InputError listing all problems at once."""
+    problems: list[InputProblem] = []
+    root = workspace.resolve()
+
+    suites = _split(raw_input(env, "suite"), r"[\n,]")
+    if not suites:
+        problems.append(InputProblem("suite", "is required: give one or more suite files or globs"))
+
+    workdir_text = raw_input(env, "working-directory") or "."
+    workdir = (root / workdir_text).resolve()
+    workdir_ok = False
+    if not _inside(workdir, root):
+        problems.append(
+            InputProblem("working-directory", f"{workdir_text!r} is outside the workspace")
+        )
+    elif not workdir.is_dir():
+        problems.append(
+            InputProblem(
+                "working-directory", f"{workdir_text!r} is not a directory in the workspace"
+            )
+        )
+    else:
+        workdir_ok = True
+
+    report_text = raw_input(env, "report-dir") or "multiturn-eval-report"
+    report_dir = (workdir / report_text).resolve()
+    if not workdir_ok:
+        pass  # relative to a working directory that is itself wrong: one error is enough
+    elif not _inside(report_dir, root) or report_dir == root:
+        problems.append(
+            InputProblem(
+                "report-dir",
+                f"{report_text!r} must be a directory inside the workspace "
+                "(so actions/upload-artifact can collect it)",
+            )
+        )
+    elif report_dir.exists() and not report_dir.is_dir():
+        problems.append(InputProblem("report-dir", f"{report_text!r} is a file, not a directory"))
+
+    parallel: int | None = None
+    parallel_text = raw_input(env, "parallel-test-cases")
+    if parallel_text:
+        try:
+            parallel = parse_positive_int(parallel_text)
+        except ValueError:
+            problems.append(
+                InputProblem(
+                    "parallel-test-cases",
+                    f"{parallel_text!r} is not a whole number from 1 to 1024",
+                )
+            )
+
+    comment = raw_input(env, "comment").lower() or "auto"
+    if comment not in ("auto", "always", "never"):
+        problems.append(
+            InputProblem(
+                "comment", f"{raw_input(env, 'comment')!r} is not one of auto, always, never"
+            )
+        )
+        comment = "auto"
+
+    fail_text = raw_input(env, "fail-on-failure") or "true"
+    if fail_text not in _TRUE + _FALSE:
+        problems.append(
+            InputProblem("fail-on-failure", f"{fail_text!r} is not a boolean (true or false)")
+        )
+
+    install: list[str] = []
+    for item in _split(raw_input(env, "install"), r"\s+"):
+        candidate = workdir / item
+        is_archive = item.lower().endswith(_ARCHIVE_SUFFIXES)
+        if item.startswith("-") or is_archive:
+            install.append(item)
+        elif candidate.is_file():
+            install += ["-r", item]
+        elif item.endswith(".txt"):
+            problems.append(
+                InputProblem("install", f"requirements file {item!r} not found in {workdir_text!r}")
+            )
+        else:
+            install.append(item)
+
+    if problems:
+        raise InputError(problems)
+    return ActionInputs(
+        suites=suites,
+        working_directory=workdir,
+        report_dir=report_dir,
+        parallel_test_cases=parallel,
+        filter=raw_input(env, "filter") or None,
+        tags=_split(raw_input(env, "tags"), r"[\s,]+"),
+        comment=comment,  # type: ignore[arg-type]  # checked above
+        github_token=raw_input(env, "github-token"),
+        anthropic_api_key=raw_input(env, "anthropic-api-key"),
+        openai_api_key=raw_input(env, "openai-api-key"),
+        install=install,
+        fail_on_failure=fail_text in _TRUE,
+    )
