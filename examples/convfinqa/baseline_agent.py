@@ -129,6 +129,15 @@ def _fmt(value: float | str | None) -> str:
     return format_value(round(value, 5))
 
 
+def _overlap(asked: Sequence[str], label: str) -> int:
+    """How many words of ``label`` the question has (``highest`` has ``high``)."""
+    return sum(
+        1
+        for word in set(_words(label))
+        if any(q == word or (len(word) >= 3 and q.startswith(word)) for q in asked)
+    )
+
+
 def _words(text: str) -> list[str]:
     words = []
     for word in normalise(text).split():
@@ -186,7 +195,8 @@ class BaselineSession:
                     duration_ms=(time.perf_counter() - started) * 1000,
                 )
             )
-            raise _Stuck(f"I could not work this out: {exc}") from None
+            # the error is in the tool call; the reply carries no number a grader could misread
+            raise _Stuck(f"I could not work this out: the {name} tool failed.") from None
         self._turn.calls.append(
             ToolInvocation(
                 name=name,
@@ -264,21 +274,25 @@ class BaselineSession:
         return first, second
 
     def _column_for(self, year: str | None, question: str) -> str:
+        asked = _words(question)
+        if year is not None and not self._year_in_table(year):
+            year = None  # the table covers one year (or other years): choose by words
         if year is None:
             if len(self.columns) == 1:
                 return self.columns[0]
-            last = next((a.column for a in reversed(self.history) if a.column), None)
-            if last is not None:
-                return last
-            asked = set(_words(question))
-            scored = [(len(asked & set(_words(c))), c) for c in self.columns]
+            scored = [(_overlap(asked, c), c) for c in self.columns]
             best = max(scored, key=lambda pair: pair[0])
-            return best[1] if best[0] else self.columns[0]
+            if best[0]:
+                return best[1]
+            last = next((a.column for a in reversed(self.history) if a.column), None)
+            return last if last is not None else self.columns[0]
         with_year = [c for c in self.columns if year in years_in(c)]
         if len(with_year) > 1:
-            asked = set(_words(question))
-            with_year.sort(key=lambda c: -len(asked & set(_words(c))))
+            with_year.sort(key=lambda c: -_overlap(asked, c))
         return with_year[0] if with_year else year
+
+    def _year_in_table(self, year: str) -> bool:
+        return any(year in years_in(label) for label in [*self.columns, *self.rows])
 
     def _year_is_row(self, year: str) -> bool:
         in_columns = any(year in years_in(c) for c in self.columns)
@@ -405,7 +419,7 @@ class BaselineSession:
                 self._remember_row(read)
                 return read.value, last[-1], ""
         if names_row and len(years) == 1 and len(self._numbers()) < 2:
-            earlier_year = self._year_before(years[0])
+            earlier_year = self._year_before(years[0], q)
             if earlier_year is not None:
                 later, earlier = self._read(q, years[0]), self._read(q, earlier_year)
                 if isinstance(later.value, float) and isinstance(earlier.value, float):
@@ -414,11 +428,15 @@ class BaselineSession:
         a, b = self._last_two()
         return a, b, ""
 
-    def _year_before(self, year: str) -> str | None:
-        """The year a one-year change starts from: the year before, else the first column's."""
+    def _year_before(self, year: str, question: str = "") -> str | None:
+        """The year a one-year change starts from: the year before, else the first column's.
+
+        "over the five year period ended in 2012" starts from the first column.
+        """
         known = sorted({y for c in self.columns for y in years_in(c)})
         previous = str(int(year) - 1)
-        if previous in known:
+        whole_period = re.search(r"\b(period|since|years? (period|ended))\b", question)
+        if previous in known and not whole_period:
             return previous
         earlier = [y for y in known if y < year]
         return earlier[0] if earlier else None
