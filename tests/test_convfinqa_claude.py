@@ -80,9 +80,15 @@ def test_claude_suite_runs_one_dialogue_through_the_anthropic_backend(
         "ANTHROPIC_API_KEY": API_KEY,
         "ANTHROPIC_BASE_URL": fake.url,
     }
+    command = [
+        sys.executable,
+        "-m",
+        "multiturn_eval",
+        "run",
+        "examples/convfinqa/suite-claude.yaml",
+    ]
     done = subprocess.run(
-        [sys.executable, "-m", "multiturn_eval", "run", "examples/convfinqa/suite-claude.yaml"]
-        + ["-k", CASE, "-o", str(report_dir), "--format", "json"],
+        [*command, "-k", CASE, "-o", str(report_dir), "--format", "json"],
         cwd=REPO,
         env=env,
         capture_output=True,
