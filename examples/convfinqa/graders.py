@@ -467,7 +467,11 @@ def turn_program_equivalence(ctx: GraderContext) -> GraderResult:
     done = len(rows) - len(missing)
     score = done / len(rows)
     if not missing:
-        reason = f"all {len(rows)} program step{'s' if len(rows) != 1 else ''} reproduced"
+        reason = (
+            f"all {len(rows)} program steps reproduced"
+            if len(rows) > 1
+            else ("the program's one step reproduced")
+        )
         if reused:
             reason += f" (reused {', '.join(reused)})"
         return GraderResult(score=1.0, passed=True, reason=reason, details=details)
