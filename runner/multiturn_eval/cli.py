@@ -208,6 +208,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> in
         verbosity=verbosity,
         github_actions=env.get("GITHUB_ACTIONS") == "true",
         redact=redact,
+        color=False if env.get("NO_COLOR") else None,
     )
     for loaded in suites:
         for warning in loaded.warnings:
@@ -265,7 +266,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> in
         env=env,
     )
     try:
-        written = write_reports(report, report_dir, run_settings.format, redact)
+        written = write_reports(report, report_dir, run_settings.format, redact, env)
     except OSError as exc:
         console.write(f"multiturn-eval: cannot write reports to {report_dir}: {exc}")
         return EXIT_INCOMPLETE

@@ -1,32 +1,40 @@
 """Console output: a line per finished test case, a progress bar on a terminal,
 failing turns with expected vs actual, and a summary line.
 
-Verbosity: ``-q`` prints only failures' one-liners and the summary; default adds
-a line per test case and the failing turns at the end; ``-v`` also prints every
-failing check as soon as its test case finishes and where each setting came from.
+On a terminal a progress bar (done/total, failures, elapsed time) sits on the
+last line and is redrawn as test cases finish; elsewhere (CI logs, pipes)
+output is plain lines, with no carriage returns or colours.
 
-Agent text is untrusted: control characters and ANSI escapes are removed, long
-text is cut, and under GitHub Actions the failure details are wrapped in
-``::stop-commands::`` so a reply cannot be read as a workflow command.
+Verbosity:
+
+- ``-q``: a line per failing test case as it finishes, and the summary;
+- default: a line per test case, then every failing test case's failing
+  turns in detail (input, expected, got, tool calls, each failed check);
+- ``-v``: also where each setting came from, every turn of every test case
+  as it finishes (failing turns in detail right away), and a recap of the
+  failing test cases at the end.
+
+Agent text is untrusted: it is redacted *before* it is cut (so a cut cannot
+leave half a secret), control characters and ANSI escapes are removed, and
+newlines are shown as ``⏎`` so it never starts a line. Under GitHub Actions
+the failure details are wrapped in ``::stop-commands::`` so a reply cannot be
+read as a workflow command.
 """
 
 from __future__ import annotations
 
 import secrets
 import sys
+import time
 from typing import TextIO
 
 from ..results import CaseResult, Report, TurnResult
+from . import _view as v
 from .redact import Redactor, strip_control
 
 _BAR_WIDTH = 24
-
-
-def _clip(text: str | None, limit: int = 200) -> str:
-    if text is None:
-        return "—"
-    flat = strip_control(text).replace("\n", " ⏎ ")
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+_STATUS = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}
+_COLOUR = {"passed": "32", "failed": "31", "error": "33", "skipped": "2"}
 
 
 def _seconds(ms: float) -> str:
@@ -43,6 +51,7 @@ class Console:
         is_tty: bool | None = None,
         github_actions: bool = False,
         redact: Redactor | None = None,
+        color: bool | None = None,
     ) -> None:
         self.stream = stream or sys.stdout
         self.total = total
@@ -50,9 +59,11 @@ class Console:
         self.failed = 0
         self.verbosity = verbosity
         self.tty = self.stream.isatty() if is_tty is None else is_tty
+        self.color = self.tty if color is None else color
         self.github_actions = github_actions
         self.redact = redact or Redactor()
         self._bar_shown = False
+        self._started = time.monotonic()
 
     # ------------------------------------------------------------------ primitives
 
@@ -61,24 +72,38 @@ class Console:
         self.stream.write(self.redact(line) + "\n")
         self.stream.flush()
 
+    def clip(self, text: str | None, limit: int = 200) -> str:
+        """Untrusted text on one line: redacted, then cleaned, then cut."""
+        if text is None:
+            return "—"
+        flat = strip_control(self.redact(text)).replace("\r\n", "\n").replace("\r", "\n")
+        flat = flat.replace("\n", " ⏎ ")
+        return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+    def _paint(self, outcome: str, text: str) -> str:
+        return f"\x1b[{_COLOUR[outcome]}m{text}\x1b[0m" if self.color else text
+
     def _clear_bar(self) -> None:
         if self._bar_shown:
             self.stream.write("\r\x1b[2K")
             self._bar_shown = False
 
     def _draw_bar(self) -> None:
-        if not self.tty or self.total == 0 or self.verbosity < 0:
+        if not self.tty or self.total == 0:
             return
         filled = round(_BAR_WIDTH * self.done / self.total)
         bar = "█" * filled + "·" * (_BAR_WIDTH - filled)
-        failed = f"  {self.failed} failed" if self.failed else ""
-        self.stream.write(f"\r[{bar}] {self.done}/{self.total}{failed}")
+        failed = f"  {self._paint('failed', f'{self.failed} failed')}" if self.failed else ""
+        elapsed = int(time.monotonic() - self._started)
+        clock = f"{elapsed // 60}:{elapsed % 60:02d}"
+        self.stream.write(f"\r[{bar}] {self.done}/{self.total}{failed}  {clock}")
         self.stream.flush()
         self._bar_shown = True
 
     # ---------------------------------------------------------------------- events
 
     def start(self, suites: list[str], settings_lines: list[str]) -> None:
+        self._started = time.monotonic()
         if self.verbosity >= 0:
             noun = "test case" if self.total == 1 else "test cases"
             self.write(f"multiturn-eval: {self.total} {noun} from {', '.join(suites)}")
@@ -89,45 +114,51 @@ class Console:
 
     def case_finished(self, result: CaseResult) -> None:
         self.done += 1
-        if not result.passed and not result.skipped:
+        failed = not result.passed and not result.skipped
+        if failed:
             self.failed += 1
         if self.verbosity >= 0 or not result.passed:
             self.write(self.case_line(result))
-        if self.verbosity > 0 and not result.passed:
-            self._write_failures(result)
+        if self.verbosity > 0:
+            if failed:
+                self._write_failures(result)
+            elif result.passed:
+                for turn in result.all_turns():
+                    self.write(self._turn_oneliner(turn))
         self._draw_bar()
 
     def case_line(self, result: CaseResult) -> str:
         turns = result.all_turns()
-        ran = [t for t in turns if not t.skipped]
-        status = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}[
-            result.outcome
-        ]
+        status = self._paint(result.outcome, f"{_STATUS[result.outcome]:<5}")
         counts = f"{sum(t.passed for t in turns)}/{len(turns)} turns"
-        line = f"{status:<5} {result.suite_name}::{_clip(result.name, 120)}  {counts}  {_seconds(result.duration_ms)}"
-        if result.outcome != "passed":
-            first = result.first_failing_turn()
-            if first is not None and ran:
-                checks = first.failed_checks()
-                line += f"  — turn {first.turn_index + 1}: {_clip(checks[0] if checks else 'failed', 160)}"
-            elif result.errors:
-                line += f"  — {_clip(result.errors[0], 160)}"
+        name = f"{self.clip(result.suite_name, 60)}::{self.clip(result.name, 120)}"
+        line = f"{status} {name}  {counts}  {_seconds(result.duration_ms)}"
+        first = v.first_failure(result)
+        if first is not None:
+            line += f"  — {self.clip(first.reason, 160)}"
         return line
 
+    def _turn_oneliner(self, turn: TurnResult) -> str:
+        mark = {"passed": "✓", "failed": "✗", "error": "!", "skipped": "-"}[v.turn_status(turn)]
+        return (
+            f"    {mark} turn {turn.turn_index + 1}: {self.clip(turn.input, 60)}"
+            f" → {self.clip(turn.response, 80)}  {_seconds(turn.duration_ms)}"
+        )
+
     def _turn_lines(self, turn: TurnResult) -> list[str]:
-        lines = [f"    turn {turn.turn_index + 1}" + (f" (line {turn.line})" if turn.line else "")]
-        lines.append(f"      input:    {_clip(turn.input)}")
+        status = v.turn_status(turn)
+        where = f" (line {turn.line})" if turn.line else ""
+        lines = [f"    turn {turn.turn_index + 1}{where}: {self._paint(status, status.upper())}"]
+        lines.append(f"      input:    {self.clip(turn.input)}")
         if turn.ground_truth is not None:
-            lines.append(f"      expected: {_clip(turn.ground_truth)}")
-        lines.append(f"      got:      {_clip(turn.response)}")
+            lines.append(f"      expected: {self.clip(turn.ground_truth)}")
+        lines.append(f"      got:      {self.clip(turn.response)}")
         if turn.tool_invocations:
-            calls = ", ".join(
-                f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.args.items())})"
-                for c in turn.tool_invocations
-            )
-            lines.append(f"      tools:    {_clip(calls)}")
-        for check in turn.failed_checks():
-            lines.append(f"      ✗ {_clip(check, 300)}")
+            lines.append(f"      tools:    {self.clip(v.calls_text(turn.tool_invocations))}")
+        for check in v.failed_checks(turn):
+            lines.append(f"      ✗ {self.clip(v.check_text(check), 300)}")
+        for warning in turn.warnings:
+            lines.append(f"      ! {self.clip(warning, 300)}")
         return lines
 
     def _write_failures(self, result: CaseResult) -> None:
@@ -135,18 +166,22 @@ class Console:
         if token:
             self.write(f"::stop-commands::{token}")
         where = f"{result.suite}:{result.line}" if result.line else result.suite
-        self.write(f"  {result.suite_name}::{_clip(result.name, 120)} ({where})")
+        self.write(
+            f"  {self.clip(result.suite_name, 60)}::{self.clip(result.name, 120)} ({self.clip(where)})"
+        )
+        turns = result.all_turns()
+        turn_errors = {e for t in turns for e in t.errors}
         for error in result.errors:
-            self.write(f"    ✗ {_clip(error, 300)}")
-        for turn in result.all_turns():
+            if error not in turn_errors:
+                self.write(f"    ✗ {self.clip(error, 300)}")
+        for turn in turns:
             if not turn.passed and not turn.skipped:
                 for line in self._turn_lines(turn):
                     self.write(line)
-        skipped = [t for t in result.all_turns() if t.skipped]
-        if skipped and not result.skipped:
-            self.write(
-                f"    {len(skipped)} turn(s) skipped: {_clip(skipped[0].errors[0] if skipped[0].errors else '', 200)}"
-            )
+        skipped = [t for t in turns if t.skipped]
+        if skipped:
+            reason = skipped[0].errors[0].removeprefix("skipped: ") if skipped[0].errors else ""
+            self.write(f"    {len(skipped)} turn(s) skipped: {self.clip(reason)}")
         if token:
             self.write(f"::{token}::")
 
@@ -158,20 +193,29 @@ class Console:
             self.write("Failing test cases")
             for result in failures:
                 self._write_failures(result)
+        elif failures and self.verbosity > 0:
+            self.write("")
+            self.write("Failing test cases")
+            for result in failures:
+                self.write(f"  {self.case_line(result)}")
         s = report.summary
         self.write("")
         parts = [f"{s.passed} passed", f"{s.failed} failed"]
+        if s.errored:
+            parts[-1] += f" ({s.errored} with errors)"
         if s.skipped:
-            parts.append(f"{s.skipped} skipped")
+            parts.append(f"{s.skipped} not run")
         turns = f"turns: {s.turns.passed}/{s.turns.total} passed"
-        tokens = f"{s.token_usage.total_tokens} tokens" if s.token_usage.total_tokens else ""
-        cost = f"${s.cost_usd:.4f}" if s.cost_usd is not None else ""
+        tokens = f"{s.token_usage.total_tokens:,} tokens" if s.token_usage.total_tokens else ""
+        cost = f"est. {v.cost(s.cost_usd)}" if s.cost_usd is not None else ""
         extra = "; ".join(p for p in (turns, tokens, cost) if p)
         state = (
             ""
             if report.run.complete
-            else f" — INCOMPLETE: {report.run.stop_reason or 'interrupted'}"
+            else f" — INCOMPLETE: {self.clip(report.run.stop_reason or 'interrupted')}"
         )
-        self.write(f"{', '.join(parts)} ({extra}) in {_seconds(report.run.duration_ms)}{state}")
+        outcome = "passed" if s.failed == 0 and s.skipped == 0 and report.run.complete else "failed"
+        summary = f"{', '.join(parts)} ({extra}) in {_seconds(report.run.duration_ms)}{state}"
+        self.write(self._paint(outcome, summary))
         if self.verbosity >= 0 and written:
             self.write("reports: " + ", ".join(written.values()))

@@ -8,7 +8,11 @@ from collections.abc import Iterable
 
 REDACTED = "***"
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\x1b\[[0-?]*[ -/]*[@-~]")
+# escape sequences first (CSI such as colours, OSC such as window titles), so they go
+# whole rather than leaving "[31m" behind once the ESC character alone is removed
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+)
 
 
 class Redactor:
@@ -26,6 +30,11 @@ class Redactor:
             if forms
             else None
         )
+
+    @property
+    def active(self) -> bool:
+        """True when there is any secret to redact."""
+        return self._pattern is not None
 
     def __call__(self, text: str) -> str:
         if self._pattern is None:

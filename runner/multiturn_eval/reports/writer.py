@@ -98,15 +98,41 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+#: renderers that also take the environment (``GITHUB_*``: links to the workflow run)
+TAKES_ENV = frozenset({"markdown"})
+
+
+def redact_report(report: Report, redact: Redactor) -> Report:
+    """The report with every secret replaced in its data, before any renderer sees it.
+
+    Renderers escape and cut text (Markdown writes ``_`` as ``&#95;``, long
+    replies are cut), which can split a secret so that redacting their output
+    alone would miss it; the output is still redacted as well.
+    """
+    if not redact.active:
+        return report
+    try:
+        return Report.model_validate_json(redact(report.model_dump_json()))
+    except ValueError:  # a "secret" that matched inside JSON syntax: rely on output redaction
+        return report
+
+
 def write_reports(
-    report: Report, report_dir: Path, formats: Sequence[str], redact: Redactor
+    report: Report,
+    report_dir: Path,
+    formats: Sequence[str],
+    redact: Redactor,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Path]:
     """Render and write each requested format; returns format -> path."""
     written: dict[str, Path] = {}
+    clean = redact_report(report, redact)
     for fmt in formats:
         name, _ = RENDERERS[fmt]
         path = report_dir / name
-        write_atomic(path, redact(renderer(fmt)(report)))
+        render: Callable[..., str] = renderer(fmt)
+        text = render(clean, env) if fmt in TAKES_ENV and env is not None else render(clean)
+        write_atomic(path, redact(text))
         written[fmt] = path
     return written
 

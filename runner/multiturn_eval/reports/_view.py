@@ -1,0 +1,253 @@
+"""Facts every human-facing report shows, computed once (pure; no I/O).
+
+The JUnit, Markdown, HTML and console renderers all need the same few
+derived facts about a result: the status of a case or turn, the first reason
+it failed, the checks that failed on a turn, durations and counts in words.
+They live here so the reports agree with each other; pass/fail itself is
+decided in :mod:`multiturn_eval.results`, never here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+from ..results import CaseResult, Report, TurnResult
+from ..types import ToolInvocation
+from .redact import strip_control
+
+TurnStatus = Literal["passed", "failed", "error", "skipped"]
+
+STATUS_ICON: dict[str, str] = {
+    "passed": "✅",
+    "failed": "❌",
+    "error": "⚠️",
+    "skipped": "⏭️",
+}
+STATUS_WORD: dict[str, str] = {
+    "passed": "passed",
+    "failed": "failed",
+    "error": "error",
+    "skipped": "skipped",
+}
+
+# Lone surrogates (an agent's broken JSON escapes) cannot be written as UTF-8;
+# XML 1.0 also forbids U+FFFE and U+FFFF (and the controls strip_control removes).
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_XML_FORBIDDEN = re.compile("[\ufffe\uffff]")
+
+
+def clean(text: object) -> str:
+    """Text safe to show: ANSI escapes and control characters removed, CR LF -> LF,
+    lone surrogates replaced by U+FFFD."""
+    value = text if isinstance(text, str) else str(text)
+    if "\r" in value:
+        value = value.replace("\r\n", "\n").replace("\r", "\n")
+    if not value.isascii():
+        value = _SURROGATES.sub("\ufffd", value)
+    return strip_control(value)
+
+
+def xml_clean(text: object) -> str:
+    """:func:`clean`, then the characters XML 1.0 cannot carry removed."""
+    return _XML_FORBIDDEN.sub("", clean(text))
+
+
+def cut(text: str, limit: int) -> tuple[str, int]:
+    """(the first ``limit`` characters, how many were cut off)."""
+    if len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
+
+
+# ------------------------------------------------------------------------ statuses
+
+
+def turn_status(turn: TurnResult) -> TurnStatus:
+    if turn.skipped:
+        return "skipped"
+    if turn.passed:
+        return "passed"
+    return "error" if turn.infrastructure_error else "failed"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One failed check on a turn, in words."""
+
+    kind: Literal["error", "tools", "metric", "skipped"]
+    label: str
+    text: str
+
+
+def failed_checks(turn: TurnResult) -> list[Check]:
+    """The reasons a turn failed, most telling first (same order as ``failed_checks()``)."""
+    checks: list[Check] = []
+    for error in turn.errors:
+        if turn.skipped:
+            checks.append(Check("skipped", "skipped", error.removeprefix("skipped: ")))
+        else:
+            checks.append(Check("error", "error", error))
+    for detail in turn.arg_match_details:
+        if detail.reason:
+            checks.append(Check("tools", "tools", detail.reason))
+    for metric in turn.metric_results:
+        if not metric.passed:
+            text = f"error: {metric.error}" if metric.error else (metric.reason or "failed")
+            checks.append(Check("metric", metric.metric_name, text))
+    return checks
+
+
+def check_text(check: Check) -> str:
+    return check.text if check.kind in ("error", "skipped") else f"{check.label}: {check.text}"
+
+
+@dataclass(frozen=True)
+class FirstFailure:
+    turn: TurnResult | None
+    """The first failing turn; None when the case failed before any turn (or was not run)."""
+    reason: str
+    """``turn 2: numeric: expected 3, got 4`` or the case-level error."""
+    more: int = 0
+    """How many other checks failed on that turn."""
+
+
+def first_failure(case: CaseResult) -> FirstFailure | None:
+    """Why a case did not pass, in one line; None when it passed."""
+    if case.passed:
+        return None
+    if case.skipped:
+        return FirstFailure(None, case.errors[0] if case.errors else "not run")
+    turn = case.first_failing_turn()
+    if turn is not None:
+        checks = failed_checks(turn)
+        if checks:
+            return FirstFailure(
+                turn, f"turn {turn.turn_index + 1}: {check_text(checks[0])}", len(checks) - 1
+            )
+        return FirstFailure(turn, f"turn {turn.turn_index + 1}: failed")
+    if case.errors:
+        return FirstFailure(None, case.errors[0])
+    skipped = [t for t in case.all_turns() if t.skipped and t.errors]
+    if skipped:
+        return FirstFailure(None, skipped[0].errors[0])
+    return FirstFailure(None, "failed")
+
+
+def importance(case: CaseResult) -> tuple[int, int]:
+    """Sort key for which failures to show first when space is short.
+
+    A failed check (what the suite is about) before an infrastructure error
+    before a case that was not run; then earliest failing turn. The caller
+    keeps suite order among equals (``sorted`` is stable).
+    """
+    rank = {"failed": 0, "error": 1, "skipped": 2}.get(case.outcome, 3)
+    first = case.first_failing_turn()
+    return rank, first.turn_index if first is not None else 0
+
+
+# --------------------------------------------------------------------------- words
+
+
+def plural(count: int, noun: str, plural_noun: str | None = None) -> str:
+    return f"{count:,} {noun if count == 1 else (plural_noun or noun + 's')}"
+
+
+def duration(ms: float) -> str:
+    """850 ms, 12.3 s, 2m 05s, 1h 02m."""
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, sec = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def cost(usd: float | None) -> str:
+    if usd is None:
+        return "n/a"
+    if usd == 0:
+        return "$0.00"
+    return f"${usd:.4f}" if usd < 1 else f"${usd:,.2f}"
+
+
+def rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def value_text(value: Any) -> str:
+    """A tool argument or result as compact text (JSON when it is structured)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=False, default=str)
+    except (TypeError, ValueError):  # a circular structure from a tool: show its repr
+        return repr(value)
+
+
+def call_text(call: ToolInvocation) -> str:
+    """``subtract(a=206588, b="181001") -> 25587`` (or ``-> error: ...``)."""
+    args = ", ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in call.args.items()
+    )
+    text = f"{call.name}({args})"
+    if call.error:
+        return f"{text} -> error: {call.error}"
+    if call.result is not None:
+        return f"{text} -> {value_text(call.result)}"
+    return text
+
+
+def calls_text(calls: Iterable[ToolInvocation]) -> str:
+    return "; ".join(call_text(c) for c in calls)
+
+
+# ------------------------------------------------------------------------ the run
+
+
+def suite_set_id(suites: Iterable[str]) -> str:
+    """A stable id of the set of suite files (order and ``./`` do not matter)."""
+    paths = sorted({PurePosixPath(s.replace("\\", "/")).as_posix() for s in suites})
+    return hashlib.sha256("\n".join(paths).encode()).hexdigest()[:12]
+
+
+_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_SERVER = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?")
+_SHA = re.compile(r"[0-9a-f]{7,64}")
+
+
+@dataclass(frozen=True)
+class RunLinks:
+    run_url: str
+    artifacts_url: str
+    commit_url: str | None = None
+
+
+def run_links(report: Report, env: Mapping[str, str] | None) -> RunLinks | None:
+    """Links to the GitHub Actions run, from ``GITHUB_SERVER_URL``/``_REPOSITORY``/``_RUN_ID``.
+
+    Values that do not look like GitHub's are ignored rather than put in a link.
+    """
+    if not env:
+        return None
+    server = env.get("GITHUB_SERVER_URL", "").rstrip("/")
+    repo = env.get("GITHUB_REPOSITORY", "")
+    run_id = env.get("GITHUB_RUN_ID", "")
+    if not (_SERVER.fullmatch(server) and _REPO.fullmatch(repo) and run_id.isdigit()):
+        return None
+    run_url = f"{server}/{repo}/actions/runs/{run_id}"
+    attempt = env.get("GITHUB_RUN_ATTEMPT", "")
+    if attempt.isdigit() and attempt != "1":
+        run_url += f"/attempts/{attempt}"
+    sha = report.run.git_sha
+    commit_url = f"{server}/{repo}/commit/{sha}" if sha and _SHA.fullmatch(sha) else None
+    return RunLinks(run_url=run_url, artifacts_url=f"{run_url}#artifacts", commit_url=commit_url)

@@ -1,0 +1,314 @@
+"""``report.html``: one self-contained page to debug a run (SPEC 8).
+
+- **Self-contained**: CSS and JavaScript are inline, there is no font, image
+  or other URL, and a Content-Security-Policy (``default-src 'none'``, the
+  script and style allowed by their SHA-256 only) stops the page from making
+  any request even if agent text were to slip through as markup.
+- **A row per test case** (``<details>``): the summary line shows the verdict,
+  turns passed, duration and the first failure, so the page reads without
+  JavaScript. Opening a row shows every turn: input, expected, the whole
+  response, tool calls with arguments and results, and each check's outcome
+  and reason.
+- **Fast with thousands of test cases**: turn details are embedded once as
+  JSON (``<script type="application/json">``, with ``<``, ``>`` and ``&``
+  written as ``\\u003c`` etc. so no ``</script>`` can end it) and drawn when a
+  row is first opened, with ``textContent`` only. For readers without
+  JavaScript, test cases (failing ones first, up to :data:`STATIC_TURNS` turns
+  in all) carry the same details as static HTML inside ``<noscript>``.
+- **Filter and search**: "only failures" and a search by suite or test-case
+  name (hidden without JavaScript, where the rows are all shown).
+
+Agent text is escaped by jinja2's autoescape (static parts) and never parsed
+as HTML (the script); control characters and ANSI escapes are removed from
+what is shown. Long replies are kept whole (in a scrolling box).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+from pydantic import TypeAdapter
+from pydantic_core import PydanticSerializationError
+
+from ..results import CaseResult, Report, TurnResult
+from . import _view as v
+
+STATIC_TURNS = 800
+"""Turns also written as static HTML for readers without JavaScript (failing test cases first)."""
+
+_REASON_LIMIT = 400
+_TEMPLATES = Path(__file__).with_name("templates")
+_TURNS = TypeAdapter(list[list[TurnResult]])
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class _Assets:
+    css: Markup
+    js: Markup
+    csp: str
+
+
+@functools.cache
+def _assets() -> _Assets:
+    css = (_TEMPLATES / "report.css").read_text(encoding="utf-8")
+    js = (_TEMPLATES / "report.js").read_text(encoding="utf-8")
+
+    def digest(text: str) -> str:
+        return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+    csp = (
+        f"default-src 'none'; script-src {digest(js)}; style-src {digest(css)}; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    )
+    return _Assets(css=Markup(css), js=Markup(js), csp=csp)
+
+
+@functools.cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env.get_template("report.html.j2")
+
+
+# ---------------------------------------------------------------------------- the view
+
+
+def _turn_meta(turn: TurnResult) -> str:
+    parts = []
+    if turn.line:
+        parts.append(f"line {turn.line}")
+    if not turn.skipped:
+        parts.append(v.duration(turn.duration_ms))
+    if turn.token_usage.total_tokens:
+        parts.append(f"{turn.token_usage.total_tokens:,} tokens")
+    if turn.cost_usd is not None:
+        parts.append(f"${turn.cost_usd:.4f}")
+    return " · ".join(parts)
+
+
+def _checks(turn: TurnResult) -> list[dict[str, str]]:
+    """Every check with its outcome (the same list the script draws)."""
+    out = [{"cls": "warn" if turn.skipped else "fail", "text": v.clean(e)} for e in turn.errors]
+    for detail in turn.arg_match_details:
+        if detail.reason:
+            out.append({"cls": "fail", "text": v.clean(detail.reason)})
+        else:
+            call = (
+                ""
+                if detail.matched_call_index is None
+                else f" call #{detail.matched_call_index + 1}"
+            )
+            out.append({"cls": "pass", "text": v.clean(f"{detail.expected_tool}: matched{call}")})
+    for metric in turn.metric_results:
+        why = (
+            f"error: {metric.error}"
+            if metric.error
+            else (metric.reason or ("passed" if metric.passed else "failed"))
+        )
+        text = f"{metric.metric_name}: {why}"
+        if metric.kind == "code" and metric.score is not None:
+            threshold = f", threshold {metric.threshold:g}" if metric.threshold is not None else ""
+            text += f" (score {metric.score:g}{threshold})"
+        out.append({"cls": "pass" if metric.passed else "fail", "text": v.clean(text)})
+    out.extend({"cls": "warn", "text": v.clean(w)} for w in turn.warnings)
+    return out
+
+
+def _static_turn(turn: TurnResult, total: int) -> dict[str, Any]:
+    status = v.turn_status(turn)
+    fields: list[dict[str, Any]] = [{"label": "Input", "text": v.clean(turn.input), "empty": False}]
+    if turn.ground_truth is not None:
+        fields.append({"label": "Expected", "text": v.clean(turn.ground_truth), "empty": False})
+    if status == "skipped":
+        fields.append({"label": "Response", "text": "not sent", "empty": True})
+    elif turn.response is None:
+        fields.append({"label": "Response", "text": "no reply", "empty": True})
+    else:
+        fields.append({"label": "Response", "text": v.clean(turn.response), "empty": False})
+    calls = [
+        {
+            "n": i + 1,
+            "name": v.clean(call.name),
+            "args": v.clean(
+                v.value_text(call.args)
+                if not call.args
+                else json.dumps(call.args, ensure_ascii=False, indent=2, default=str)
+            ),
+            "result": (
+                v.clean(f"error: {call.error}")
+                if call.error
+                else None
+                if call.result is None
+                else v.clean(v.value_text(call.result))
+            ),
+        }
+        for i, call in enumerate(turn.tool_invocations)
+    ]
+    return {
+        "status": status,
+        "word": v.STATUS_WORD[status],
+        "title": f"Turn {turn.turn_index + 1} of {total}",
+        "meta": _turn_meta(turn),
+        "fields": fields,
+        "calls": calls,
+        "checks": _checks(turn),
+    }
+
+
+def _case_view(case: CaseResult, index: int, static: bool) -> dict[str, Any]:
+    turns = case.all_turns()
+    first = v.first_failure(case)
+    passed = sum(1 for t in turns if t.passed)
+    stats = [f"{passed}/{len(turns)} turns", v.duration(case.duration_ms)]
+    where = [f"{case.suite}:{case.line}" if case.line else case.suite, f"backend {case.backend}"]
+    if case.model:
+        where.append(f"model {case.model}")
+    if case.tags:
+        where.append("tags " + ", ".join(case.tags))
+    if case.token_usage.total_tokens:
+        where.append(f"{case.token_usage.total_tokens:,} tokens")
+    if case.cost_usd is not None:
+        where.append(v.cost(case.cost_usd))
+    turn_errors = {e for t in turns for e in t.errors}
+    notes = [{"cls": "fail", "text": v.clean(e)} for e in case.errors if e not in turn_errors]
+    notes += [
+        {"cls": "warn", "text": v.clean(w)}
+        for w in case.warnings
+        if not any(w in t.warnings for t in turns)
+    ]
+    reason = ""
+    if first is not None:
+        reason, left = v.cut(v.clean(first.reason), _REASON_LIMIT)
+        if left:
+            reason += "…"
+        if first.more:
+            reason += f" (+{first.more} more)"
+    return {
+        "i": index,
+        "outcome": case.outcome,
+        "word": v.STATUS_WORD[case.outcome],
+        "suite_name": v.clean(case.suite_name),
+        "name": v.clean(case.name),
+        "search": v.clean(f"{case.suite_name} {case.name}").lower(),
+        "stats": " · ".join(stats),
+        "reason": reason,
+        "where": v.clean(" · ".join(where)),
+        "notes": notes,
+        "has_turns": bool(turns) and not case.skipped,
+        "static_turns": [_static_turn(t, len(turns)) for t in turns] if static else [],
+    }
+
+
+def _static_cases(report: Report) -> set[int]:
+    """Which test cases get static turn details: failing ones first, within STATIC_TURNS."""
+    order = sorted(
+        (i for i, c in enumerate(report.results) if not c.skipped),
+        key=lambda i: report.results[i].passed,
+    )
+    chosen: set[int] = set()
+    left = STATIC_TURNS
+    for i in order:
+        count = len(report.results[i].turns or ()) or 1
+        if count > left:
+            continue
+        chosen.add(i)
+        left -= count
+    return chosen
+
+
+def _turn_data(report: Report) -> str:
+    """Every case's turns as JSON, safe inside ``<script type="application/json">``."""
+    all_turns = [c.all_turns() for c in report.results]
+    try:
+        raw = _TURNS.dump_json(all_turns).decode("utf-8")
+    except PydanticSerializationError:  # lone surrogates from an agent: not encodable as UTF-8
+        raw = json.dumps(_TURNS.dump_python(all_turns, mode="json"), ensure_ascii=False)
+        raw = _SURROGATES.sub("\ufffd", raw)
+    return raw.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _verdict(report: Report) -> tuple[str, str]:
+    s = report.summary
+    if not report.run.complete:
+        return (
+            "incomplete",
+            f"Run incomplete: {s.failed:,} failed, {s.passed:,} passed, {s.skipped:,} not run of {v.plural(s.total, 'test case')}",
+        )
+    if s.total == 0:
+        return "incomplete", "No test case was selected"
+    if s.failed:
+        return "failed", f"{s.failed:,} of {v.plural(s.total, 'test case')} failed"
+    if s.skipped:
+        return "incomplete", f"{s.skipped:,} of {v.plural(s.total, 'test case')} not run"
+    return "passed", f"All {v.plural(s.total, 'test case')} passed"
+
+
+def render_html(report: Report) -> str:
+    assets = _assets()
+    s = report.summary
+    verdict_class, verdict = _verdict(report)
+    static = _static_cases(report)
+    cases = [_case_view(case, i, i in static) for i, case in enumerate(report.results)]
+    turns = [f"{s.turns.passed:,} passed"]
+    if s.turns.failed:
+        turns.append(f"{s.turns.failed:,} failed")
+    if s.turns.skipped:
+        turns.append(f"{s.turns.skipped:,} skipped")
+    case_counts = [f"{s.passed:,} passed"]
+    if s.failed:
+        case_counts.append(
+            f"{s.failed:,} failed" + (f" ({s.errored:,} with errors)" if s.errored else "")
+        )
+    if s.skipped:
+        case_counts.append(f"{s.skipped:,} not run")
+    meta = [", ".join(report.run.suites), f"started {report.run.started_at}"]
+    if report.run.git_sha:
+        meta.append(f"commit {report.run.git_sha[:12]}")
+    if report.run.pr_number is not None:
+        meta.append(f"PR #{report.run.pr_number}")
+    page = {
+        "csp": assets.csp,
+        "css": assets.css,
+        "js": assets.js,
+        "title": f"multiturn-eval: {verdict}",
+        "verdict": verdict,
+        "verdict_class": verdict_class,
+        "meta": v.clean(" · ".join(meta)),
+        "totals": {
+            "cases": f"{s.total:,}: " + ", ".join(case_counts),
+            "turns": f"{s.turns.total:,}: " + ", ".join(turns),
+            "pass_rate": v.rate(s.pass_rate),
+            "tokens": f"{s.token_usage.total_tokens:,}",
+            "cost": v.cost(s.cost_usd),
+            "duration": v.duration(report.run.duration_ms),
+        },
+        "notice": (
+            v.clean(
+                f"The run did not complete ({report.run.stop_reason or 'interrupted'}): "
+                "test cases that did not finish are shown as not run."
+            )
+            if not report.run.complete
+            else ""
+        ),
+        "failures": f"{s.failed:,}",
+        "cases": cases,
+        "footer": f"multiturn-eval {report.run.version or ''}".rstrip()
+        + " · the complete data is in report.json",
+        "data": Markup(_turn_data(report)),
+    }
+    return _template().render(page)

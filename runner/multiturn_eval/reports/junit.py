@@ -1,0 +1,152 @@
+"""``junit.xml``: the result in the JUnit shape every CI dashboard reads (SPEC 8).
+
+- ``<testsuites>`` with the run's totals; one ``<testsuite>`` per suite file
+  (``name`` = suite name, ``file`` = its path), in the order the suites ran;
+- one ``<testcase>`` per test case: ``classname`` = suite name, ``name`` =
+  test-case name, ``file`` and ``line`` of the test case (repository-relative
+  when the run started at the repository root), ``time`` in seconds;
+- ``<failure>`` when a check failed: ``message`` names the first failing turn
+  and why; the text lists every turn's outcome, with input, expected, reply,
+  tool calls and each failed check for the turns that did not pass;
+- ``<error>`` when the case failed for an infrastructure reason (backend
+  error, timeout, broken session) and no check failed;
+- ``<skipped>`` for test cases that were not run.
+
+Valid against the Jenkins JUnit schema plus ``file``/``line`` (the copy in
+``tests/data/junit``). Built with :mod:`xml.etree.ElementTree`, which escapes
+markup; characters XML 1.0 cannot carry (NUL and other controls, U+FFFE,
+lone surrogates) and ANSI escapes are removed first. Agent text in the
+failure text is cut at :data:`TEXT_LIMIT` characters per field (dashboards
+struggle with megabyte failures); ``report.json`` and ``report.html`` keep it
+whole.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from ..results import CaseResult, Report, TurnResult
+from . import _view as v
+
+TEXT_LIMIT = 2_000
+"""Characters of one reply, input or expected value in a failure's text."""
+
+_MESSAGE_LIMIT = 500
+
+
+def _seconds(ms: float) -> str:
+    return f"{max(ms, 0.0) / 1000:.3f}"
+
+
+def _field(text: object, limit: int = TEXT_LIMIT) -> str:
+    value, left = v.cut(v.xml_clean(text), limit)
+    if left:
+        value += f" … [{left:,} more characters cut; the whole text is in report.json]"
+    # continuation lines indented under their label
+    return value.replace("\n", "\n              ")
+
+
+def _one_line(text: str, limit: int = _MESSAGE_LIMIT) -> str:
+    value, left = v.cut(" ".join(v.xml_clean(text).split()), limit)
+    return value + ("…" if left else "")
+
+
+def _turn_text(turn: TurnResult, total: int) -> list[str]:
+    status = v.turn_status(turn)
+    where = f" (line {turn.line})" if turn.line else ""
+    head = f"turn {turn.turn_index + 1}/{total}{where}: {status.upper()}"
+    if status == "passed":
+        return [head]
+    if status == "skipped":
+        reason = turn.errors[0] if turn.errors else "not sent"
+        return [f"{head}: {_one_line(reason.removeprefix('skipped: '))}"]
+    lines = [head, f"  input:      {_field(turn.input)}"]
+    if turn.ground_truth is not None:
+        lines.append(f"  expected:   {_field(turn.ground_truth)}")
+    lines.append(
+        f"  got:        {_field(turn.response) if turn.response is not None else '(no reply)'}"
+    )
+    for call in turn.tool_invocations:
+        lines.append(f"  tool call:  {_field(v.call_text(call))}")
+    for check in v.failed_checks(turn):
+        lines.append(f"  ✗ {_field(v.check_text(check))}")
+    return lines
+
+
+def _case_text(case: CaseResult) -> str:
+    turns = case.all_turns()
+    lines: list[str] = []
+    turn_errors = {e for t in turns for e in t.errors}
+    for error in case.errors:
+        if error not in turn_errors:
+            lines.append(f"error: {_field(error)}")
+    for turn in turns:
+        lines.extend(_turn_text(turn, len(turns)))
+    for warning in case.warnings:
+        lines.append(f"warning: {_field(warning)}")
+    return "\n".join(lines) + "\n"
+
+
+def _testcase(parent: ET.Element, case: CaseResult) -> None:
+    attrs = {
+        "classname": v.xml_clean(case.suite_name),
+        "name": v.xml_clean(case.name),
+        "file": v.xml_clean(case.suite),
+        "time": _seconds(case.duration_ms),
+    }
+    if case.line is not None:
+        attrs["line"] = str(case.line)
+    element = ET.SubElement(parent, "testcase", attrs)
+    if case.passed:
+        return
+    first = v.first_failure(case)
+    message = _one_line(first.reason if first is not None else "failed")
+    if case.outcome == "skipped":
+        ET.SubElement(element, "skipped", {"message": message})
+        return
+    tag, kind = (
+        ("error", "InfrastructureError") if case.outcome == "error" else ("failure", "CheckFailed")
+    )
+    node = ET.SubElement(element, tag, {"type": kind, "message": message})
+    node.text = _case_text(case)
+
+
+def _counts(cases: list[CaseResult]) -> dict[str, str]:
+    return {
+        "tests": str(len(cases)),
+        "failures": str(sum(1 for c in cases if c.outcome == "failed")),
+        "errors": str(sum(1 for c in cases if c.outcome == "error")),
+    }
+
+
+def render_junit(report: Report) -> str:
+    by_suite: dict[str, list[CaseResult]] = {path: [] for path in report.run.suites}
+    names: dict[str, str] = {}
+    for case in report.results:
+        by_suite.setdefault(case.suite, []).append(case)
+        names.setdefault(case.suite, case.suite_name)
+    root = ET.Element(
+        "testsuites",
+        {
+            "name": "multiturn-eval",
+            **_counts(report.results),
+            "time": _seconds(report.run.duration_ms),
+        },
+    )
+    for path, cases in by_suite.items():
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            {
+                "name": v.xml_clean(names.get(path) or path),
+                **_counts(cases),
+                "skipped": str(sum(1 for c in cases if c.outcome == "skipped")),
+                "time": _seconds(sum(c.duration_ms for c in cases)),
+                "timestamp": v.xml_clean(report.run.started_at),
+                "file": v.xml_clean(path),
+            },
+        )
+        for case in cases:
+            _testcase(suite, case)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,521 @@
+"""``summary.md``: the PR comment body (and the job summary), from ``templates/summary.md.j2``.
+
+Layout: a hidden marker naming the suite set (:func:`comment_marker`, so the
+action finds and updates its own sticky comment), a one-line verdict, a totals
+table, each failing test case in a ``<details>`` block with a per-turn table,
+the passing test cases as one line, and links to the workflow run.
+
+**Agent text is hostile.** Responses, tool arguments, inputs and names are
+escaped by :func:`md_text`, which is safe both inside a table cell and inside
+raw HTML (``<summary>``), because it uses only HTML character references:
+
+- ``& < >`` and every character Markdown or GFM gives meaning inline
+  (``\\ ` * _ [ ] | ~ $``) become character references, so no tag, code span,
+  emphasis, link, image, table pipe or math can start;
+- agent text never starts a line (every line it is on starts with the
+  report's own text, and its newlines become ``<br>``), so it cannot start a
+  block (heading, quote, list) or a workflow command (``::error::``);
+- a zero-width space goes after every ``@``, after ``#``/``GH-`` before a
+  number, inside ``://`` and after ``www`` (GitHub resolves mentions, issue
+  references and autolinks on the rendered text, where references are already
+  decoded), so nobody is notified and no URL or e-mail address is linked;
+- newlines become ``<br>``; control characters, ANSI escapes and bidi
+  overrides are removed; long text is cut with a marker saying how much is
+  left and where to read it whole (``report.html``, ``report.json``).
+
+**Size.** GitHub rejects comments over 65,536 characters; this stays under
+:data:`MAX_CHARS` however many test cases fail: the verdict, totals and links
+always; then failing test cases in full (at most :data:`MAX_BLOCKS`), most
+important first (a failed check, then an infrastructure error; the earliest
+failing turn first; suite order among equals), then one table row for each
+further failure while room is left, then
+a count of what was left out and where to find it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from ..results import CaseResult, Report, TurnResult
+from . import _view as v
+
+MAX_CHARS = 60_000
+"""The comment stays strictly below this (GitHub's hard limit is 65,536)."""
+
+MAX_BLOCKS = 50
+"""At most this many failing test cases in full; further ones get a table row each."""
+
+_BLOCK_MAX = 12_000
+"""One failing test case's block may not take more than this; bigger ones are shown tighter."""
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """How many characters of each piece of agent text a block shows."""
+
+    input: int
+    expected: int
+    got: int
+    tools: int
+    check: int
+    checks: int
+    """at most this many failed checks per turn"""
+    rows: int
+    """at most this many turn rows per test case"""
+
+
+_NORMAL = _Limits(input=300, expected=300, got=600, tools=300, check=400, checks=4, rows=24)
+_TIGHT = _Limits(input=80, expected=80, got=160, tools=100, check=160, checks=2, rows=6)
+
+# --------------------------------------------------------------------------- escaping
+
+_ZWSP = "\u200b"
+_DEFUSE = re.compile(r"@|#(?=[0-9])|\b[Gg][Hh]-(?=[0-9])|://|\b[Ww][Ww][Ww](?=\.)")
+_ESCAPES = str.maketrans(
+    {
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        "\\": "&#92;",
+        "`": "&#96;",
+        "*": "&#42;",
+        "_": "&#95;",
+        "[": "&#91;",
+        "]": "&#93;",
+        "|": "&#124;",
+        "~": "&#126;",
+        "$": "&#36;",
+        "\t": " ",
+        "\n": "<br>",
+        "\u2028": "<br>",
+        "\u2029": "<br>",
+        # bidi embeddings, overrides and isolates could reorder the rest of a line
+        **dict.fromkeys(
+            ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068"],
+            None,
+        ),
+        "\u2069": None,
+    }
+)
+
+
+def _defuse(match: re.Match[str]) -> str:
+    text = match.group()
+    if text == "://":
+        return ":" + _ZWSP + "//"
+    return text + _ZWSP
+
+
+def md_text(text: object, limit: int | None = None, *, where: str = "report.html") -> str:
+    """Untrusted text -> inert Markdown/HTML text for a table cell or ``<summary>``."""
+    value = v.clean(text)
+    value, left = v.cut(value, limit) if limit is not None else (value, 0)
+    escaped = _DEFUSE.sub(_defuse, value).translate(_ESCAPES)
+    if left:
+        escaped += f" <i>… [{left:,} more characters cut; the whole text is in {where}]</i>"
+    return escaped
+
+
+def _code(text: object, limit: int | None = None) -> str:
+    """A file path or name in monospace, escaped like any other text (never a code span)."""
+    return f"<code>{md_text(text, limit)}</code>"
+
+
+def _link(label: str, url: str) -> str:
+    # our own URLs only (validated in _view.run_links); the label is our own text
+    return f"[{label}]({url})"
+
+
+# ---------------------------------------------------------------------------- the view
+
+
+@dataclass
+class _Row:
+    turn: str
+    input: str
+    expected: str
+    got: str
+    failed: str
+
+
+@dataclass
+class _Block:
+    icon: str
+    title: str
+    reason: str
+    where: str
+    stats: str
+    errors: list[str]
+    rows: list[_Row]
+
+
+@dataclass
+class _CompactRow:
+    title: str
+    where: str
+    reason: str
+
+
+@dataclass
+class _Totals:
+    cases: str
+    turns: str
+    pass_rate: str
+    tokens: str
+    cost: str
+    duration: str
+    extra_rows: list[Any] = field(default_factory=list)
+    """Room for a baseline-delta row (SPEC 6.7, later)."""
+
+
+@dataclass
+class _SuiteRow:
+    name: str
+    total: str
+    passed: str
+    failed: str
+    skipped: str
+
+
+def comment_marker(report: Report) -> str:
+    """The hidden first line naming the suite set: ``<!-- multiturn-eval:1a2b3c4d5e6f -->``.
+
+    The id depends only on the sorted suite paths, so every run of the same
+    suites (on any commit, any shard) carries the same marker.
+    """
+    return f"<!-- multiturn-eval:{v.suite_set_id(report.run.suites)} -->"
+
+
+def _verdict(report: Report) -> str:
+    s = report.summary
+    if not report.run.complete:
+        reason = md_text(report.run.stop_reason or "interrupted", 200)
+        if s.total == s.skipped:
+            return f"⚠️ multiturn-eval: run incomplete ({reason}): no test case finished"
+        counts = [f"{s.failed:,} failed"] if s.failed else []
+        counts += [f"{s.passed:,} passed", f"{s.skipped:,} not run"]
+        return (
+            f"⚠️ multiturn-eval: run incomplete ({reason}): "
+            f"{', '.join(counts)} of {v.plural(s.total, 'test case')}"
+        )
+    if s.total == 0:
+        return "⚪ multiturn-eval: no test case was selected"
+    if s.failed:
+        skipped = f", {s.skipped:,} not run" if s.skipped else ""
+        return (
+            f"❌ multiturn-eval: {s.failed:,} of {v.plural(s.total, 'test case')} failed{skipped}"
+        )
+    if s.skipped:
+        return f"⚠️ multiturn-eval: {s.skipped:,} of {v.plural(s.total, 'test case')} not run"
+    if s.total == 1:
+        return "✅ multiturn-eval: the test case passed"
+    return f"✅ multiturn-eval: all {s.total:,} test cases passed"
+
+
+def _totals(report: Report) -> _Totals:
+    s = report.summary
+    cases = [f"{s.passed:,} passed"]
+    if s.failed:
+        errored = f" ({s.errored:,} with errors)" if s.errored else ""
+        cases.append(f"{s.failed:,} failed{errored}")
+    if s.skipped:
+        cases.append(f"{s.skipped:,} not run")
+    turns = [f"{s.turns.passed:,} passed"]
+    if s.turns.failed:
+        turns.append(f"{s.turns.failed:,} failed")
+    if s.turns.skipped:
+        turns.append(f"{s.turns.skipped:,} skipped")
+    usage = s.token_usage
+    tokens = f"{usage.total_tokens:,}"
+    cached = usage.cache_read_tokens + usage.cache_creation_tokens
+    if cached:
+        tokens += f" ({cached:,} cached)"
+    return _Totals(
+        cases=f"{s.total:,}: " + ", ".join(cases),
+        turns=f"{s.turns.total:,}: " + ", ".join(turns),
+        pass_rate=v.rate(s.pass_rate),
+        tokens=tokens,
+        cost=v.cost(s.cost_usd),
+        duration=v.duration(report.run.duration_ms),
+    )
+
+
+def _suite_rows(report: Report) -> list[_SuiteRow]:
+    """A row per suite file when there are several (one suite: the totals say it all)."""
+    if len(report.run.suites) < 2:
+        return []
+    counts: dict[str, list[int]] = {path: [0, 0, 0, 0] for path in report.run.suites}
+    names: dict[str, str] = {}
+    for case in report.results:
+        row = counts.setdefault(case.suite, [0, 0, 0, 0])
+        names.setdefault(case.suite, case.suite_name)
+        row[0] += 1
+        row[1 if case.passed else 3 if case.skipped else 2] += 1
+    return [
+        _SuiteRow(
+            name=f"{md_text(names.get(path, path), 80)} ({_code(path, 120)})",
+            total=f"{row[0]:,}",
+            passed=f"{row[1]:,}",
+            failed=f"{row[2]:,}",
+            skipped=f"{row[3]:,}",
+        )
+        for path, row in counts.items()
+    ]
+
+
+def _case_title(case: CaseResult) -> str:
+    return f"{md_text(case.suite_name, 80)} › {md_text(case.name, 160)}"
+
+
+def _where(case: CaseResult) -> str:
+    return _code(f"{case.suite}:{case.line}" if case.line else case.suite, 200)
+
+
+def _cell_checks(turn: TurnResult, limits: _Limits) -> str:
+    checks = v.failed_checks(turn)
+    parts = [
+        f"<b>{md_text(check.label, 60)}</b>: {md_text(check.text, limits.check)}"
+        for check in checks[: limits.checks]
+    ]
+    if len(checks) > limits.checks:
+        parts.append(f"<i>+{len(checks) - limits.checks} more</i>")
+    return "<br>".join(parts)
+
+
+def _turn_row(turn: TurnResult, limits: _Limits) -> _Row:
+    status = v.turn_status(turn)
+    expected = md_text(turn.ground_truth, limits.expected) if turn.ground_truth is not None else ""
+    tools = [d.expected_tool for d in turn.arg_match_details]
+    if tools:
+        names = ", ".join(tools)
+        expected += ("<br>" if expected else "") + f"tools: {md_text(names, limits.tools)}"
+    if status == "skipped":
+        got = "<i>not sent</i>"
+    elif turn.response is None:
+        got = "<i>no reply</i>"
+    else:
+        got = md_text(turn.response, limits.got)
+    if turn.tool_invocations:
+        got += f"<br>🔧 {md_text(v.calls_text(turn.tool_invocations), limits.tools)}"
+    return _Row(
+        turn=f"{turn.turn_index + 1} {v.STATUS_ICON[status]}",
+        input=md_text(turn.input, limits.input),
+        expected=expected or "—",
+        got=got,
+        failed=_cell_checks(turn, limits) if status != "passed" else "",
+    )
+
+
+def _rows(case: CaseResult, limits: _Limits) -> list[_Row]:
+    """A row per turn; long runs of passing turns folded into one row."""
+    turns = case.all_turns()
+    if case.skipped:
+        return []
+    rows: list[_Row] = []
+    keep = len(turns) <= limits.rows
+    run: list[TurnResult] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        if len(run) == 1:
+            rows.append(_turn_row(run[0], limits))
+        else:
+            first, last = run[0].turn_index + 1, run[-1].turn_index + 1
+            rows.append(_Row(f"{first}–{last} ✅", f"<i>{len(run)} turns passed</i>", "", "", ""))
+        run.clear()
+
+    for turn in turns:
+        if turn.passed and not keep:
+            run.append(turn)
+            continue
+        flush()
+        rows.append(_turn_row(turn, limits))
+    flush()
+    if len(rows) > limits.rows:
+        hidden = len(rows) - limits.rows
+        rows = [
+            *rows[: limits.rows],
+            _Row("…", f"<i>{hidden} more rows in report.html</i>", "", "", ""),
+        ]
+    return rows
+
+
+def _block(case: CaseResult, limits: _Limits) -> _Block:
+    first = v.first_failure(case)
+    turns = case.all_turns()
+    passed = sum(1 for t in turns if t.passed)
+    stats = f"{passed} of {v.plural(len(turns), 'turn')} passed · {v.duration(case.duration_ms)}"
+    if case.token_usage.total_tokens:
+        stats += f" · {case.token_usage.total_tokens:,} tokens"
+    reason = first.reason if first is not None else "failed"
+    more = f" <i>(+{first.more} more)</i>" if first is not None and first.more else ""
+    turn_errors = {e for t in turns for e in t.errors}
+    return _Block(
+        icon=v.STATUS_ICON[case.outcome],
+        title=_case_title(case),
+        reason=md_text(reason, limits.check) + more,
+        where=_where(case),
+        stats=stats,
+        # case-level errors (a session that never opened); turn errors are in the table
+        errors=[md_text(e, limits.check) for e in case.errors if e not in turn_errors][:3],
+        rows=_rows(case, limits),
+    )
+
+
+def _compact_row(case: CaseResult) -> _CompactRow:
+    first = v.first_failure(case)
+    return _CompactRow(
+        title=f"{v.STATUS_ICON[case.outcome]} {_case_title(case)}",
+        where=_where(case),
+        reason=md_text(first.reason if first else "failed", 160),
+    )
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+@functools.cache
+def _templates() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # Markdown: every value is escaped by md_text before it gets here
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def _render_block(case: CaseResult) -> str:
+    template = _templates().get_template("failure.md.j2")
+    text = template.render(case=_block(case, _NORMAL))
+    if len(text) > _BLOCK_MAX:
+        text = template.render(case=_block(case, _TIGHT))
+    return text.rstrip("\n")
+
+
+def _footer(report: Report, links: v.RunLinks | None) -> str:
+    parts = [f"multiturn-eval {md_text(report.run.version or '')}".rstrip()]
+    suites = report.run.suites
+    shown = ", ".join(_code(s, 120) for s in suites[:8])
+    if len(suites) > 8:
+        shown += f" and {len(suites) - 8} more"
+    if shown:
+        parts.append(shown)
+    sha = report.run.git_sha
+    if sha:
+        short = md_text(sha[:7])
+        parts.append(_link(short, links.commit_url) if links and links.commit_url else short)
+    if links:
+        parts.append(_link("workflow run", links.run_url))
+        parts.append(_link("full reports (artifacts)", links.artifacts_url))
+    return " · ".join(parts)
+
+
+def _omitted_note(count: int, links: v.RunLinks | None) -> str:
+    where = (
+        f"in the {_link('run artifacts', links.artifacts_url)}"
+        if links
+        else "in the report directory"
+    )
+    return (
+        f"**{v.plural(count, 'more failing test case')} not shown** "
+        f"(a comment is limited to {MAX_CHARS:,} characters): every failure is in "
+        f"`report.html`, `junit.xml` and `report.json` {where}."
+    )
+
+
+def render_markdown(report: Report, env: Mapping[str, str] | None = None) -> str:
+    """The comment body; ``env`` (the ``GITHUB_*`` variables) adds links to the run."""
+    links = v.run_links(report, env)
+    failing = sorted(
+        (c for c in report.results if not c.passed and not c.skipped), key=v.importance
+    )
+    skipped = [c for c in report.results if c.skipped]
+    s = report.summary
+    page: dict[str, Any] = {
+        "marker": comment_marker(report),
+        "verdict": _verdict(report),
+        "totals": _totals(report),
+        "suites": _suite_rows(report),
+        "notice": (
+            f"The run did not complete ({md_text(report.run.stop_reason or 'interrupted', 300)}): "
+            "test cases that did not finish are reported as not run."
+            if not report.run.complete
+            else ""
+        ),
+        "blocks": [],
+        "compact": [],
+        "compact_title": "",
+        "omitted": "",
+        "passed_line": (
+            f"✅ {v.plural(s.passed, 'test case')} passed "
+            f"({v.plural(sum(len(c.all_turns()) for c in report.results if c.passed), 'turn')}); "
+            "not listed."
+            if s.passed and failing
+            else ""
+        ),
+        "skipped_line": (
+            f"⏭️ {v.plural(len(skipped), 'test case')} not run: "
+            + md_text(skipped[0].errors[0] if skipped[0].errors else "not run", 200)
+            if skipped
+            else ""
+        ),
+        "footer": _footer(report, links),
+    }
+    template = _templates().get_template("summary.md.j2")
+    if not failing:
+        return template.render(page)
+
+    # The fixed part with every section present and the longest counts: the rest is the budget.
+    worst = dict(page, blocks=[""], compact=[_CompactRow("", "", "")])
+    worst["compact_title"] = f"{len(failing):,} more failing test cases (first failure each)"
+    worst["omitted"] = _omitted_note(len(failing), links)
+    budget = MAX_CHARS - len(template.render(worst)) - 64
+    blocks: list[str] = []
+    compact: list[_CompactRow] = []
+    used = 0
+    for case in failing:
+        if not compact and len(blocks) < MAX_BLOCKS:
+            # whole blocks while they fit, then one table row per further failure
+            block = _render_block(case)
+            if used + len(block) + 2 <= budget:
+                blocks.append(block)
+                used += len(block) + 2
+                continue
+        row = _compact_row(case)
+        size = len(row.title) + len(row.where) + len(row.reason) + 12
+        if used + size > budget:
+            break
+        compact.append(row)
+        used += size
+    shown = len(blocks) + len(compact)
+    while True:
+        omitted = len(failing) - len(blocks) - len(compact)
+        page.update(
+            blocks=blocks,
+            compact=compact,
+            compact_title=(
+                f"{v.plural(len(compact), 'more failing test case')} (first failure each)"
+                if compact
+                else ""
+            ),
+            omitted=_omitted_note(omitted, links) if omitted else "",
+        )
+        text = template.render(page)
+        if len(text) < MAX_CHARS or shown == 0:
+            return text
+        # a safety net: the budget above is conservative, so this is not expected to run
+        if compact:
+            compact.pop()
+        else:
+            blocks.pop()
+        shown -= 1

@@ -1,0 +1,225 @@
+"""junit.xml: golden file, schema validity, read back by junitparser, hostile text."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import xmlschema
+from junitparser import Attr, Error, Failure, IntAttr, JUnitXml, Skipped, TestCase
+
+from multiturn_eval.reports.junit import TEXT_LIMIT, render_junit
+from multiturn_eval.results import Report
+
+from .reports_fixtures import (
+    case,
+    check_golden,
+    failing_report,
+    interrupted_report,
+    large_report,
+    metric,
+    report,
+    sample_report,
+    turn,
+)
+
+XSD = Path(__file__).parent / "data" / "junit" / "junit-10-with-location.xsd"
+
+
+class LocatedCase(TestCase):  # type: ignore[misc]
+    """junitparser's TestCase plus the ``file``/``line`` attributes we write."""
+
+    file = Attr()
+    line = IntAttr()
+
+
+@pytest.fixture(scope="module")
+def schema() -> xmlschema.XMLSchema:
+    return xmlschema.XMLSchema(str(XSD))
+
+
+def parse(report: Report, schema: xmlschema.XMLSchema) -> JUnitXml:
+    text = render_junit(report)
+    schema.validate(text)  # raises with the offending element when invalid
+    return JUnitXml.fromstring(text)
+
+
+def cases_of(xml: JUnitXml) -> list[LocatedCase]:
+    return [c for suite in xml for c in suite.iterchildren(LocatedCase)]
+
+
+def test_golden_sample() -> None:
+    check_golden("junit.xml", render_junit(sample_report()))
+
+
+def test_golden_interrupted() -> None:
+    check_golden("junit-interrupted.xml", render_junit(interrupted_report()))
+
+
+def test_one_testsuite_per_suite_file_one_testcase_per_test_case(
+    schema: xmlschema.XMLSchema,
+) -> None:
+    xml = parse(sample_report(), schema)
+    suites = list(xml)
+    assert [s.name for s in suites] == ["convfinqa-smoke", "support-bot"]
+    assert [s.tests for s in suites] == [4, 3]
+    assert [(s.failures, s.errors, s.skipped) for s in suites] == [(1, 2, 0), (2, 0, 0)]
+    cases = cases_of(xml)
+    assert [(c.classname, c.name, c.file, c.line) for c in cases] == [
+        ("convfinqa-smoke", "Single_JKHY_2009", "evals/convfinqa.yaml", 12),
+        ("convfinqa-smoke", "Double_AAPL_2015", "evals/convfinqa.yaml", 21),
+        ("convfinqa-smoke", "Slow_backend", "evals/convfinqa.yaml", 36),
+        ("convfinqa-smoke", "Broken_session", "evals/convfinqa.yaml", 43),
+        ("support-bot", "refund-policy", "evals/support.yaml", 8),
+        ("support-bot", "greeting", "evals/support.yaml", 13),
+        ("support-bot", "tone-grader", "evals/support.yaml", 17),
+    ]
+    # time is in seconds: the fixture's Slow_backend took 60.815 s
+    assert cases[2].time == pytest.approx(60.815)
+    root = ET.fromstring(render_junit(sample_report()))
+    assert root.tag == "testsuites"
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("7", "3", "2")
+
+
+def test_failure_names_first_failing_turn_and_lists_every_turn(
+    schema: xmlschema.XMLSchema,
+) -> None:
+    cases = {c.name: c for c in cases_of(parse(sample_report(), schema))}
+    assert cases["Single_JKHY_2009"].is_passed
+    (failure,) = cases["Double_AAPL_2015"].result
+    assert isinstance(failure, Failure)
+    assert failure.message.startswith("turn 2: tools: subtract: no call matched")
+    text = failure.text
+    assert "turn 1/3 (line 23): PASSED" in text
+    assert "turn 2/3 (line 26): FAILED" in text
+    assert "turn 3/3 (line 33): PASSED" in text
+    # the failing turn in detail: input, expected, got, the tool call, every failed check
+    assert "input:      and the difference from 2014?" in text
+    assert "expected:   50920" in text
+    assert "got:        The difference is 51,000 | roughly. cc @octocat </details>" in text
+    assert 'tool call:  math-subtract(a=233715, b="182,795") -> 51000' in text
+    assert "✗ tools: subtract: no call matched" in text
+    assert "✗ numeric: expected 50920 (±0.5), got 51" in text
+    (grader,) = cases["tone-grader"].result
+    assert (
+        grader.message == "turn 1: graders.tone:polite: error: ZeroDivisionError: division by zero"
+    )
+
+
+def test_infrastructure_problems_are_errors_not_failures(schema: xmlschema.XMLSchema) -> None:
+    cases = {c.name: c for c in cases_of(parse(sample_report(), schema))}
+    (timeout,) = cases["Slow_backend"].result
+    assert isinstance(timeout, Error)
+    assert timeout.message == "turn 1: timed out after 60 s (turn_timeout)"
+    assert "turn 2/2 (line 40): PASSED" in timeout.text
+    (broken,) = cases["Broken_session"].result
+    assert isinstance(broken, Error)
+    assert "turn 3/3 (line 47): SKIPPED: session unrecoverable after turn 2" in broken.text
+
+
+def test_failed_check_outranks_an_infrastructure_error(schema: xmlschema.XMLSchema) -> None:
+    mixed = case(
+        0,
+        "mixed",
+        [
+            turn(0, "a", None, errors=["BackendError: 503"], infrastructure_error=True),
+            turn(1, "b", "x", ground_truth="y", metrics=[metric("equality", False, "differs")]),
+        ],
+    )
+    (result,) = cases_of(parse(report([mixed]), schema))[0].result
+    assert isinstance(
+        result, Failure
+    )  # a <failure>, though the message names the first failing turn
+    assert result.message == "turn 1: BackendError: 503"
+    assert "✗ equality: differs" in result.text
+
+
+def test_not_run_test_cases_are_skipped(schema: xmlschema.XMLSchema) -> None:
+    xml = parse(interrupted_report(), schema)
+    (suite,) = list(xml)
+    assert (suite.tests, suite.skipped, suite.failures, suite.errors) == (2, 1, 0, 0)
+    finished, never = cases_of(xml)
+    assert finished.is_passed
+    (skipped,) = never.result
+    assert isinstance(skipped, Skipped)
+    assert skipped.message == "not run: interrupted by SIGTERM"
+
+
+def test_a_suite_with_no_selected_test_case_is_an_empty_testsuite(
+    schema: xmlschema.XMLSchema,
+) -> None:
+    only = case(0, "only", [turn(0, "q", "a")])
+    xml = parse(report([only], ["evals/convfinqa.yaml", "evals/empty.yaml"]), schema)
+    assert [(s.name, s.tests) for s in xml] == [("convfinqa-smoke", 1), ("evals/empty.yaml", 0)]
+
+
+HOSTILE = (
+    "nul\x00 bell\x07 vt\x0b ff\x0c esc\x1b[31mred\x1b[0m c1\x85 "
+    "nonchar\ufffe\uffff lone\ud800surrogate "
+    "</failure></testcase><testcase name='pwned'/> ]]> <![CDATA[x]]> & \"quotes\" 'single' "
+    "right-to-left \u202eتجربة emoji 🧪👩‍💻"
+)
+
+
+def test_hostile_text_is_escaped_and_xml_forbidden_characters_removed(
+    schema: xmlschema.XMLSchema,
+) -> None:
+    bad = case(
+        0,
+        HOSTILE,
+        [
+            turn(
+                0,
+                HOSTILE,
+                HOSTILE,
+                ground_truth=HOSTILE,
+                tools=[],
+                metrics=[metric("equality", False, f"got {HOSTILE}")],
+            )
+        ],
+        suite_name=HOSTILE,
+        suite="evals/\x00odd.yaml",
+    )
+    text = render_junit(report([bad]))
+    text.encode("utf-8")  # no lone surrogate survives
+    xml = parse(report([bad]), schema)
+    (only,) = cases_of(xml)
+    assert len(cases_of(xml)) == 1  # the injected </testcase><testcase> stayed text
+    expected_clean = (
+        "nul bell vt ff escred c1 nonchar lone\ufffd"
+        "surrogate </failure></testcase><testcase name='pwned'/> ]]> <![CDATA[x]]> & \"quotes\" "
+        "'single' right-to-left \u202eتجربة emoji 🧪👩‍💻"
+    )
+    assert only.name == expected_clean
+    assert only.classname == expected_clean
+    assert only.file == "evals/odd.yaml"
+    (failure,) = only.result
+    assert f"got:        {expected_clean}" in failure.text
+    assert failure.message == f"turn 1: equality: got {expected_clean}"
+    for forbidden in ("\x00", "\x07", "\x0b", "\x1b", "\ufffe", "\ud800"):
+        assert forbidden not in text
+
+
+def test_long_replies_are_cut_with_a_marker(schema: xmlschema.XMLSchema) -> None:
+    reply = "x" * 100_000
+    (only,) = cases_of(parse(failing_report(1, response=reply, turns=1), schema))
+    (failure,) = only.result
+    assert "x" * TEXT_LIMIT in failure.text
+    assert "x" * (TEXT_LIMIT + 1) not in failure.text
+    assert f"[{100_000 - TEXT_LIMIT:,} more characters cut; the whole text is in report.json]" in (
+        failure.text
+    )
+
+
+def test_multiline_values_stay_under_their_label(schema: xmlschema.XMLSchema) -> None:
+    (only,) = cases_of(parse(failing_report(1, response="line one\nline two", turns=1), schema))
+    (failure,) = only.result
+    assert "got:        line one\n              line two" in failure.text
+
+
+def test_large_run_is_valid(schema: xmlschema.XMLSchema) -> None:
+    xml = parse(large_report(300, 4), schema)
+    cases = cases_of(xml)
+    assert len(cases) == 300
+    assert sum(1 for c in cases if not c.is_passed) == 30
