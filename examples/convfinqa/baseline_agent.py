@@ -106,7 +106,7 @@ def _offered_tools(agent: Mapping[str, Any]) -> dict[str, Callable[..., Any]]:
     if not specs:
         from . import tools
 
-        return {name: getattr(tools, name) for name in tools.__all__ if name[0].islower()}
+        return {name: getattr(tools, name) for name in tools.TOOL_NAMES}
     offered: dict[str, Callable[..., Any]] = {}
     for spec in specs:
         fn = _resolve(str(spec["function"]))

@@ -72,21 +72,9 @@ from examples.convfinqa.graders import (  # noqa: E402
     format_value,
     values_match,
 )
+from examples.convfinqa.tools import TOOL_NAMES  # noqa: E402
 
 PACKAGE = "examples.convfinqa"
-TOOLS = (
-    "lookup",
-    "add",
-    "subtract",
-    "multiply",
-    "divide",
-    "exp",
-    "greater",
-    "table_sum",
-    "table_average",
-    "table_max",
-    "table_min",
-)
 GRADER = f"{PACKAGE}.graders:turn_program_equivalence"
 
 #: the numeric check: see the module docstring and the example's README for the measurements
@@ -372,7 +360,7 @@ def build_suite(records: Sequence[Mapping[str, Any]], agent: str = "baseline") -
     preset = AGENTS[agent]
     agent_block = dict(preset["agent"])
     agent_block["instructions"] = INSTRUCTIONS
-    agent_block["tools"] = [{"function": f"{PACKAGE}.tools:{name}"} for name in TOOLS]
+    agent_block["tools"] = [{"function": f"{PACKAGE}.tools:{name}"} for name in TOOL_NAMES]
     return {
         "name": preset["name"],
         "agent": agent_block,

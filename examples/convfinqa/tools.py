@@ -41,6 +41,7 @@ from typing import Any
 from multiturn_eval import CaseContext
 
 __all__ = [
+    "TOOL_NAMES",
     "TableLookupError",
     "add",
     "divide",
@@ -49,12 +50,30 @@ __all__ = [
     "lookup",
     "match_label",
     "multiply",
+    "normalise",
+    "row_labels",
     "subtract",
     "table_average",
     "table_max",
     "table_min",
     "table_sum",
+    "years_in",
 ]
+
+#: the functions offered as tools, in the order the suites list them
+TOOL_NAMES = (
+    "lookup",
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "exp",
+    "greater",
+    "table_sum",
+    "table_average",
+    "table_max",
+    "table_min",
+)
 
 Table = Mapping[str, Mapping[str, Any]]
 
