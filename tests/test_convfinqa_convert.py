@@ -262,3 +262,24 @@ def test_a_missing_or_malformed_source_is_a_clear_error(tmp_path: Path) -> None:
     result = run_convert(str(bad), "-o", str(tmp_path / "x.yaml"))
     assert result.returncode == 2
     assert "record 'r1': missing dialogue.conv_questions" in result.stderr
+
+
+def test_the_committed_suites_match_the_json_schema_their_first_line_names() -> None:
+    for name in ("suite.yaml", "suite-claude.yaml"):
+        first = (EXAMPLE / name).read_text(encoding="utf-8").splitlines()[0]
+        schema = (EXAMPLE / first.split("$schema=", 1)[1]).resolve()
+        assert schema == REPO / "schemas" / "suite.schema.json"
+        checked = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "check_jsonschema",
+                "--schemafile",
+                str(schema),
+                str(EXAMPLE / name),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
