@@ -340,6 +340,7 @@ def test_yes_no_stay_text(project: Project) -> None:
     cases = load_suite(project.root / "suite.yaml", {}).suite.test_cases
     assert cases[0].ground_truth == "yes"
     assert (cases[1].input, cases[1].ground_truth) == ("3", "0.5")
+    assert cases[2].ground_truth == "2024-10-21"
 
 
 def test_duplicate_metric_names_in_one_list(project: Project) -> None:

@@ -23,8 +23,11 @@ class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
     """SafeLoader with YAML 1.2 booleans."""
 
 
+# YAML 1.2 core schema: no yes/no/on/off booleans and no implicit timestamps
+# (an unquoted 2024-10-21 stays the text "2024-10-21", as an api_version or an answer)
+_DROPPED = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp"}
 _Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _DROPPED]
     for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
 }
 _Loader.add_implicit_resolver(
