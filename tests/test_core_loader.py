@@ -333,7 +333,8 @@ def test_yes_no_stay_text(project: Project) -> None:
     project.write(
         "suite.yaml",
         HEAD
-        + "test_cases:\n  - {input: is it?, ground_truth: yes}\n  - {input: 3, ground_truth: 0.5}\n",
+        + "test_cases:\n  - {input: is it?, ground_truth: yes}\n  - {input: 3, ground_truth: 0.5}\n"
+        + "  - {input: when?, ground_truth: 2024-10-21}\n",
     )
     from multiturn_eval.loader import load_suite
 

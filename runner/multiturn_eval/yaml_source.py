@@ -1,7 +1,8 @@
 """YAML text -> plain data plus a map from field path to line number (pure).
 
 Booleans follow YAML 1.2 (only ``true``/``false``), so ``ground_truth: yes``
-stays the text "yes" instead of becoming ``True`` as in YAML 1.1. Duplicate keys
+stays the text "yes" instead of becoming ``True`` as in YAML 1.1, and dates are
+not recognised (``2024-10-21`` stays text). Duplicate keys
 in one mapping are errors (the second would silently win otherwise).
 """
 
