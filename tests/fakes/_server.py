@@ -143,10 +143,7 @@ class FakeServer:
         class Handler(_Handler):
             server_fake = fake
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        httpd.daemon_threads = True
-        httpd.block_on_close = False
-        httpd.request_queue_size = 128
+        httpd = _HTTPServer(("127.0.0.1", 0), Handler)
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, args=(0.05,), name=self.name, daemon=True
@@ -184,9 +181,16 @@ class FakeServer:
         return self.no_reply(request)
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 256  # listen() backlog: the default 5 drops bursts of connections
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_fake: FakeServer
     protocol_version = "HTTP/1.1"  # keep-alive, as real services
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -199,9 +203,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("content-length", str(len(body)))
             for name, value in response.headers.items():
                 self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-            self.wfile.flush()
+            # headers and body in one write: two small writes meet delayed ACKs (40 ms stalls)
+            self._headers_buffer.append(b"\r\n" + body)
+            self.flush_headers()
         except OSError:  # the client went away (it timed out first)
             self.close_connection = True
 
