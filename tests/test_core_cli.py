@@ -49,7 +49,9 @@ def write(project: Project, execution: str = "", n: int = 8, **extra: Any) -> No
 
 def test_exit_0_when_everything_passes(project: Project) -> None:
     write(project, n=2)
-    assert project.run("run", "suite.yaml").code == 0
+    result = project.run("run", "suite.yaml")
+    assert result.code == 0
+    assert (result.report_dir / "report.json").stat().st_mode & 0o777 == 0o644
 
 
 def test_exit_1_when_a_case_fails(project: Project) -> None:

@@ -92,6 +92,7 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
+        Path(tmp).chmod(0o644)  # mkstemp makes 0600; reports are read by CI and other users
         Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
