@@ -270,15 +270,21 @@ def test_broken_suite_exits_2_with_an_annotation_at_the_bad_line(
     runner: Runner, github: FakeGitHub, tmp_path: Path
 ) -> None:
     calls = tmp_path / "calls.log"
+    # an earlier passing step left its reports in the same directory: they must not be reused
+    assert runner.run({"suite": "evals/passing.yaml"}).code == 0
+    [passing_comment] = comments(github)
     step = runner.run({"suite": "evals/broken.yaml"}, env={"CALCULATOR_CALL_LOG": str(calls)})
     assert step.code == 2, step.log
+    assert "removed reports of an earlier run" in step.log
     assert not calls.exists()  # no agent was called
     [error] = step.annotations("error")
     assert (error.properties["file"], error.properties["line"]) == ("evals/broken.yaml", "10")
     assert "ground_truht" in error.message and "ground_truth" in error.message
     assert "configuration error" in step.summary
+    assert "passed" not in step.summary
     # the sticky comment says so too, instead of an earlier green result staying up
-    [comment] = comments(github)
+    first, comment = comments(github)
+    assert first == passing_comment  # the passing suite's comment is another suite set's
     assert comment["body"].startswith("<!-- multiturn-eval:")
     assert "configuration error" in comment["body"]
     assert (step.outputs["total"], step.outputs["json-report"]) == ("", "")

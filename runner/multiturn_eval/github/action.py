@@ -189,6 +189,7 @@ class Action:
 
         self.outputs["report-dir"] = self.rel(inputs.report_dir)
         handback = _first_missing(inputs.report_dir, self.workspace)
+        self.remove_stale_reports(inputs.report_dir)
         try:
             code = self.install_and_run(inputs)
             report = self.read_report(inputs)
@@ -209,6 +210,33 @@ class Action:
             )
             return EXIT_OK
         return code
+
+    def remove_stale_reports(self, report_dir: Path) -> None:
+        """Reports of an earlier run in this workspace must not pass for this run's.
+
+        A run stopped by a configuration error writes no report, so an old
+        ``report.json`` left in the directory (an earlier step, a self-hosted
+        runner's workspace) would otherwise give the outputs, summary and
+        comment of a different run. Only the files the runner writes are removed.
+        """
+        from ..reports.writer import RENDERERS, ProgressWriter
+
+        names = [name for name, _ in RENDERERS.values()]
+        journal = getattr(ProgressWriter, "JOURNAL", None)
+        if isinstance(journal, str):
+            names.append(journal)
+        removed = []
+        for name in names:
+            path = report_dir / name
+            if path.is_file():
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(name)
+        if removed:
+            self.log.line(
+                f"multiturn-eval: removed reports of an earlier run from "
+                f"{self.rel(report_dir)}/: {', '.join(removed)}"
+            )
 
     def run_env(self, inputs: ActionInputs) -> dict[str, str]:
         """The environment the suites' code runs in (also set as ``os.environ``)."""
