@@ -42,7 +42,7 @@ from pydantic_core import PydanticSerializationError
 from ..results import CaseResult, Report, TurnResult
 from . import _view as v
 
-STATIC_TURNS = 800
+STATIC_TURNS = 400
 """Turns also written as static HTML for readers without JavaScript (failing test cases first)."""
 
 _REASON_LIMIT = 400
@@ -235,9 +235,11 @@ def _turn_data(report: Report) -> str:
     """Every case's turns as JSON, safe inside ``<script type="application/json">``."""
     all_turns = [c.all_turns() for c in report.results]
     try:
-        raw = _TURNS.dump_json(all_turns).decode("utf-8")
+        raw = _TURNS.dump_json(all_turns, exclude_none=True).decode("utf-8")
     except PydanticSerializationError:  # lone surrogates from an agent: not encodable as UTF-8
-        raw = json.dumps(_TURNS.dump_python(all_turns, mode="json"), ensure_ascii=False)
+        raw = json.dumps(
+            _TURNS.dump_python(all_turns, mode="json", exclude_none=True), ensure_ascii=False
+        )
         raw = _SURROGATES.sub("\ufffd", raw)
     return raw.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
@@ -258,6 +260,7 @@ def _verdict(report: Report) -> tuple[str, str]:
     return "passed", f"All {v.plural(s.total, 'test case')} passed"
 
 
+@v.gc_paused
 def render_html(report: Report) -> str:
     assets = _assets()
     s = report.summary

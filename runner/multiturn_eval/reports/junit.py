@@ -39,7 +39,11 @@ def _seconds(ms: float) -> str:
 
 
 def _field(text: object, limit: int = TEXT_LIMIT) -> str:
-    value, left = v.cut(v.xml_clean(text), limit)
+    """One value of a failure's text, cut; cleaned later with the whole text (one pass)."""
+    value = text if isinstance(text, str) else str(text)
+    if "\r" in value:
+        value = value.replace("\r\n", "\n").replace("\r", "\n")
+    value, left = v.cut(value, limit)
     if left:
         value += f" … [{left:,} more characters cut; the whole text is in report.json]"
     # continuation lines indented under their label
@@ -84,7 +88,7 @@ def _case_text(case: CaseResult) -> str:
         lines.extend(_turn_text(turn, len(turns)))
     for warning in case.warnings:
         lines.append(f"warning: {_field(warning)}")
-    return "\n".join(lines) + "\n"
+    return v.xml_clean("\n".join(lines) + "\n")
 
 
 def _testcase(parent: ET.Element, case: CaseResult) -> None:
@@ -119,6 +123,7 @@ def _counts(cases: list[CaseResult]) -> dict[str, str]:
     }
 
 
+@v.gc_paused
 def render_junit(report: Report) -> str:
     by_suite: dict[str, list[CaseResult]] = {path: [] for path in report.run.suites}
     names: dict[str, str] = {}

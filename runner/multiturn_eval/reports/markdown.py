@@ -433,6 +433,7 @@ def _omitted_note(count: int, links: v.RunLinks | None) -> str:
     )
 
 
+@v.gc_paused
 def render_markdown(report: Report, env: Mapping[str, str] | None = None) -> str:
     """The comment body; ``env`` (the ``GITHUB_*`` variables) adds links to the run."""
     links = v.run_links(report, env)

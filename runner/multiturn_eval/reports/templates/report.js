@@ -43,13 +43,13 @@
     (t.errors || []).forEach(function (e) { out.push([t.skipped ? "warn" : "fail", e]); });
     (t.arg_match_details || []).forEach(function (d) {
       if (d.reason) out.push(["fail", d.reason]);
-      else out.push(["pass", d.expected_tool + ": matched" + (d.matched_call_index === null ? "" : " call #" + (d.matched_call_index + 1))]);
+      else out.push(["pass", d.expected_tool + ": matched" + (d.matched_call_index == null ? "" : " call #" + (d.matched_call_index + 1))]);
     });
     (t.metric_results || []).forEach(function (m) {
       var text = m.metric_name + ": ";
       if (m.error) text += "error: " + m.error;
       else text += m.reason || (m.passed ? "passed" : "failed");
-      if (m.kind === "code" && m.score !== null) text += " (score " + m.score + (m.threshold !== null ? ", threshold " + m.threshold : "") + ")";
+      if (m.kind === "code" && m.score != null) text += " (score " + m.score + (m.threshold != null ? ", threshold " + m.threshold : "") + ")";
       out.push([m.passed ? "pass" : "fail", text]);
     });
     (t.warnings || []).forEach(function (w) { out.push(["warn", w]); });
@@ -63,16 +63,16 @@
     h.appendChild(el("span", "badge " + st, WORD[st]));
     var meta = [];
     if (t.line) meta.push("line " + t.line);
-    if (!t.skipped) meta.push(duration(t.duration_ms));
+    if (!t.skipped) meta.push(duration(t.duration_ms || 0));
     if (t.token_usage && t.token_usage.total_tokens) meta.push(t.token_usage.total_tokens.toLocaleString("en-US") + " tokens");
-    if (t.cost_usd !== null && t.cost_usd !== undefined) meta.push("$" + t.cost_usd.toFixed(4));
+    if (t.cost_usd != null) meta.push("$" + t.cost_usd.toFixed(4));
     h.appendChild(el("span", "muted", meta.join(" · ")));
     section.appendChild(h);
     var dl = el("dl", "fields");
     field(dl, "Input", t.input, false);
-    if (t.ground_truth !== null && t.ground_truth !== undefined) field(dl, "Expected", t.ground_truth, false);
+    if (t.ground_truth != null) field(dl, "Expected", t.ground_truth, false);
     if (st === "skipped") field(dl, "Response", "not sent", true);
-    else if (t.response === null || t.response === undefined) field(dl, "Response", "no reply", true);
+    else if (t.response == null) field(dl, "Response", "no reply", true);
     else field(dl, "Response", t.response, false);
     section.appendChild(dl);
     var calls = t.tool_invocations || [];
@@ -89,14 +89,14 @@
         tr.appendChild(el("td", null, String(i + 1)));
         var name = el("td");
         name.appendChild(el("code", "text", c.name));
-        if (c.duration_ms !== null && c.duration_ms !== undefined) name.appendChild(el("div", "muted", duration(c.duration_ms)));
+        if (c.duration_ms != null) name.appendChild(el("div", "muted", duration(c.duration_ms)));
         tr.appendChild(name);
         var args = el("td");
-        args.appendChild(el("pre", "text", asText(c.args)));
+        args.appendChild(el("pre", "text", asText(c.args || {})));
         tr.appendChild(args);
         var result = el("td");
         if (c.error) result.appendChild(el("pre", "text", "error: " + c.error));
-        else if (c.result === null || c.result === undefined) result.appendChild(el("span", "empty", "none"));
+        else if (c.result == null) result.appendChild(el("span", "empty", "none"));
         else result.appendChild(el("pre", "text", asText(c.result)));
         tr.appendChild(result);
         table.appendChild(tr);
