@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -201,7 +200,7 @@ def _browser_missing() -> str | None:
     return None
 
 
-def _driver(javascript: bool = True) -> Any:
+def _driver(profile: Path, javascript: bool = True) -> Any:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -217,7 +216,7 @@ def _driver(javascript: bool = True) -> Any:
         "--no-first-run",
         "--disable-dev-shm-usage",
         "--window-size=1280,900",
-        f"--user-data-dir={tempfile.mkdtemp(prefix='mte-chromium-')}",
+        f"--user-data-dir={profile}",  # a fresh profile: nothing cached, nothing synced
     ):
         options.add_argument(arg)
     if not javascript:
@@ -230,13 +229,13 @@ def _driver(javascript: bool = True) -> Any:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     missing = _browser_missing()
     if missing:
         if os.environ.get("CI") == "true":
             pytest.fail(f"browser tests cannot run in CI: {missing}")
         pytest.skip(missing)
-    driver = _driver()
+    driver = _driver(tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield driver
     finally:
@@ -244,13 +243,13 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def browser_no_js() -> Iterator[Any]:
+def browser_no_js(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     missing = _browser_missing()
     if missing:
         if os.environ.get("CI") == "true":
             pytest.fail(f"browser tests cannot run in CI: {missing}")
         pytest.skip(missing)
-    driver = _driver(javascript=False)
+    driver = _driver(tmp_path_factory.mktemp("chromium-profile"), javascript=False)
     try:
         yield driver
     finally:
