@@ -129,6 +129,16 @@ def _checks(turn: TurnResult) -> list[dict[str, str]]:
     return out
 
 
+def _pretty(value: Any) -> str:
+    """Like the script's ``JSON.stringify(value, null, 2)``; strings as they are."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    except (TypeError, ValueError):  # a circular structure from a tool
+        return repr(value)
+
+
 def _static_turn(turn: TurnResult, total: int) -> dict[str, Any]:
     status = v.turn_status(turn)
     fields: list[dict[str, Any]] = [{"label": "Input", "text": v.clean(turn.input), "empty": False}]
@@ -144,17 +154,13 @@ def _static_turn(turn: TurnResult, total: int) -> dict[str, Any]:
         {
             "n": i + 1,
             "name": v.clean(call.name),
-            "args": v.clean(
-                v.value_text(call.args)
-                if not call.args
-                else json.dumps(call.args, ensure_ascii=False, indent=2, default=str)
-            ),
+            "args": v.clean(_pretty(call.args)),
             "result": (
                 v.clean(f"error: {call.error}")
                 if call.error
                 else None
                 if call.result is None
-                else v.clean(v.value_text(call.result))
+                else v.clean(_pretty(call.result))
             ),
         }
         for i, call in enumerate(turn.tool_invocations)
