@@ -154,3 +154,17 @@ class Counter:
 
 def counter(ctx: CaseContext) -> Counter:
     return Counter()
+
+
+class Surrogates:
+    """Replies with text UTF-8 cannot encode (as a bad decode in an agent may produce)."""
+
+    def send(self, message: str) -> TurnReply:
+        return TurnReply(
+            response="bad \udcff text",
+            tool_invocations=[ToolInvocation(name="lookup", args={"row": "\ud800"}, result="x\udfff")],
+        )
+
+
+def surrogates(ctx: CaseContext) -> Surrogates:
+    return Surrogates()

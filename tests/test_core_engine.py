@@ -380,3 +380,17 @@ test_cases:
     assert "turns" not in legacy or legacy["turns"] is None
     assert (legacy["input"], legacy["response"], legacy["tools_matched"]) == ("hello", "hi", True)
     assert legacy["metric_results"][0]["passed"] is True
+
+
+def test_text_utf8_cannot_encode_does_not_break_the_reports(project: Project) -> None:
+    project.write(
+        "suite.yaml",
+        "agent: {backend: python, factory: 'tests.agents:surrogates'}\n"
+        "test_cases: [{input: x, expected_tools: [lookup]}, {input: y}]\n",
+    )
+    result = project.run("run", "suite.yaml", formats=("json", "junit", "markdown", "html"))
+    assert result.code == 0, result.out + result.err
+    first = result.report["results"][0]
+    assert first["response"] == "bad ? text"
+    assert first["tool_invocations"][0]["args"] == {"row": "?"}
+    assert len((result.report_dir / "results.jsonl").read_text().splitlines()) == 2

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..results import CaseResult, Report, RunInfo, summarize
+from .json_report import dump_json
 from .redact import Redactor
 
 #: format -> (file name, "module:function") rendering a Report to text
@@ -113,7 +114,7 @@ def redact_report(report: Report, redact: Redactor) -> Report:
     if not redact.active:
         return report
     try:
-        return Report.model_validate_json(redact(report.model_dump_json()))
+        return Report.model_validate_json(redact(dump_json(report)))
     except ValueError:  # a "secret" that matched inside JSON syntax: rely on output redaction
         return report
 
@@ -166,7 +167,7 @@ class ProgressWriter:
         self._journal = (report_dir / self.JOURNAL).open("w", encoding="utf-8")
 
     def case_finished(self, result: CaseResult) -> None:
-        self._journal.write(self.redact(result.model_dump_json()) + "\n")
+        self._journal.write(self.redact(dump_json(result)) + "\n")
         self._journal.flush()
         now = time.monotonic()
         if now - self._last >= self.interval:
