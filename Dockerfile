@@ -8,11 +8,16 @@ ARG BASE_IMAGE=python:3.12-slim
 FROM ${BASE_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
 # Dependencies first (every backend: the [all] extra), in their own layer, so a change to the
-# code alone does not reinstall them; then the package itself without its dependencies.
+# code alone does not reinstall them (numpy's and scipy's own test suites, ~50 MB, are left
+# out); then the package itself without its dependencies.
 COPY pyproject.toml /src/
 RUN python3 -m venv /opt/multiturn-eval \
     && python3 -c "import tomllib; p = tomllib.load(open('/src/pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['all']))" > /tmp/requirements.txt \
-    && /opt/multiturn-eval/bin/pip install --no-cache-dir -r /tmp/requirements.txt
+    && /opt/multiturn-eval/bin/pip install --no-cache-dir -r /tmp/requirements.txt \
+    && find /opt/multiturn-eval/lib/python3*/site-packages/numpy \
+        /opt/multiturn-eval/lib/python3*/site-packages/scipy \
+        -depth -type d -name tests -exec rm -rf {} + \
+    && rm /tmp/requirements.txt
 COPY README.md /src/
 COPY runner /src/runner
 RUN /opt/multiturn-eval/bin/pip install --no-cache-dir --no-deps /src \
