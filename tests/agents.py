@@ -162,7 +162,9 @@ class Surrogates:
     def send(self, message: str) -> TurnReply:
         return TurnReply(
             response="bad \udcff text",
-            tool_invocations=[ToolInvocation(name="lookup", args={"row": "\ud800"}, result="x\udfff")],
+            tool_invocations=[
+                ToolInvocation(name="lookup", args={"row": "\ud800"}, result="x\udfff")
+            ],
         )
 
 
