@@ -1,0 +1,905 @@
+"""The ``semantic-kernel`` backend: a Semantic Kernel agent (SPEC 7).
+
+One :class:`ChatCompletionAgent` per suite, one :class:`ChatHistoryAgentThread`
+per test case. The chat service comes from ``agent.service``:
+
+==============  ==================================================================
+``openai``      ``OpenAIChatCompletion`` on an ``openai.AsyncOpenAI`` client;
+                ``base_url`` (or ``OPENAI_BASE_URL``) points it at any
+                OpenAI-compatible server (Ollama, vLLM, LM Studio); ``api_key``
+                or ``OPENAI_API_KEY`` (a server at a custom ``base_url`` may
+                need none).
+``azure-openai`` ``AzureChatCompletion`` on an ``openai.AsyncAzureOpenAI``
+                client: ``base_url`` is the resource endpoint, ``model`` the
+                deployment name, ``api_version`` (or ``AZURE_OPENAI_API_VERSION``,
+                else Semantic Kernel's default), ``api_key`` or
+                ``AZURE_OPENAI_API_KEY`` (Entra ID tokens are not supported).
+``anthropic``   Semantic Kernel's own ``AnthropicChatCompletion`` on an
+                ``anthropic.AsyncAnthropic`` client (``ANTHROPIC_API_KEY`` /
+                ``ANTHROPIC_BASE_URL``). It works with ``anthropic>=2``; install
+                plain ``semantic-kernel``, not ``semantic-kernel[anthropic]``
+                (that extra pins an anthropic older than 1.0).
+==============  ==================================================================
+
+The suite's Python tools (:mod:`multiturn_eval.tools`) are registered as one
+plugin named ``tools``, so the model sees them as ``tools-<name>`` (Semantic
+Kernel's ``plugin-function`` naming); reports record the tool's own name.
+Calls go through :class:`~multiturn_eval.tools.ToolSet`, so arguments are
+validated and coerced, ``CaseContext`` is injected and the model reads the
+same result and error texts as on the ``anthropic`` backend. Automatic
+function calling (``FunctionChoiceBehavior.Auto``) runs up to
+``max_tool_rounds`` rounds of tool calls per turn; after that Semantic Kernel
+asks the model once more without tools, and the turn gets a warning.
+
+What a turn records:
+
+* **tool invocations**, every call of the turn in the order the model made
+  them (several per response included): read from the thread's
+  ``FunctionCallContent`` / ``FunctionResultContent`` items, joined with the
+  :class:`~multiturn_eval.tools.ToolOutcome` of each call (parsed arguments,
+  result, error, duration). An auto-function-invocation filter ties each call
+  to its outcome and a function-invocation filter records any exception that
+  Semantic Kernel would otherwise turn into text and swallow. Calls Semantic
+  Kernel refuses before running anything (an unknown tool, arguments that are
+  not JSON, a missing required argument) are recorded with the text the model
+  was given as their ``error``.
+* **token usage** summed over every model call of the turn: OpenAI's
+  ``prompt_tokens`` include the cached part, which is moved to
+  ``cache_read_tokens`` (``cache_write_tokens`` where reported to
+  ``cache_creation_tokens``), so ``prompt_tokens`` means uncached input as on
+  the ``anthropic`` backend; Anthropic's usage maps one to one.
+* **cost** from :mod:`multiturn_eval.pricing` (the suite's ``pricing:``
+  overrides the built-in table, which knows Claude models only).
+
+Errors: the SDK's own retries are off (``max_retries=0``); every model call is
+retried by :class:`~multiturn_eval.retry.RetryPolicy` (``agent.retry``), and
+every exception is translated to a :class:`BackendError` in one place,
+:func:`translate`: 401/403 stop the run (:class:`FatalBackendError`, exit 3);
+429, 5xx, 529, timeouts and dropped connections are retried; a reply that is
+not JSON, a context-length 400, a refusal or a content filter fail the turn.
+A failed turn is taken back out of the thread (user message included), so the
+conversation the next turn continues is always one the service accepts.
+
+Decisions where the spec is silent:
+
+* ``instructions`` are sent verbatim as the thread's system message, never
+  rendered as a Semantic Kernel prompt template (``{{...}}`` stays as is).
+* ``max_tokens`` is sent as ``max_completion_tokens`` to OpenAI and Azure
+  OpenAI, and as ``max_tokens`` to a custom ``base_url`` (what
+  OpenAI-compatible servers understand); unset, nothing is sent.
+* Per-turn ``files``: text files are inlined into the message; images (PNG,
+  JPEG, GIF, WebP) are sent as image parts to ``openai`` / ``azure-openai``.
+  Semantic Kernel's connectors cannot send PDFs (nor images to Anthropic):
+  such a suite is a configuration error before any agent is called.
+* Semantic Kernel logs every swallowed tool error with a traceback at ERROR
+  level; its loggers are set to CRITICAL, since the report records those
+  errors. Set the ``semantic_kernel`` logger's level yourself (e.g. in a
+  ``conftest``-like sitecustomize) to see them.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import logging
+import os
+import time
+import warnings
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import openai
+from pydantic import ValidationError
+from semantic_kernel import Kernel
+from semantic_kernel.agents import ChatCompletionAgent, ChatHistoryAgentThread
+from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+from semantic_kernel.connectors.ai.open_ai import (
+    AzureChatCompletion,
+    OpenAIChatCompletion,
+    OpenAIChatPromptExecutionSettings,
+)
+from semantic_kernel.connectors.ai.open_ai.const import DEFAULT_AZURE_API_VERSION
+from semantic_kernel.contents import (
+    ChatHistory,
+    ChatMessageContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    ImageContent,
+    TextContent,
+)
+from semantic_kernel.contents.utils.author_role import AuthorRole
+from semantic_kernel.filters import FilterTypes
+from semantic_kernel.functions import KernelArguments, KernelFunction, KernelPlugin
+from semantic_kernel.functions.function_result import FunctionResult
+from semantic_kernel.functions.kernel_function_metadata import KernelFunctionMetadata
+from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
+
+from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError
+from ..pricing import price_for
+from ..retry import RetryPolicy, Sleep, TransientError, parse_retry_after, retry_note
+from ..suite import SemanticKernelAgent
+from ..tools import Tool, ToolOutcome, ToolSet, error_text
+from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
+
+if TYPE_CHECKING:
+    from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
+    from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
+    from semantic_kernel.filters import AutoFunctionInvocationContext, FunctionInvocationContext
+
+    from ..loader import LoadedSuite
+    from ..settings import RunSettings
+
+#: the plugin the suite's tools are registered in (the model sees ``tools-<name>``)
+PLUGIN = "tools"
+#: the agent's name (sent as the ``name`` of its messages)
+AGENT_NAME = "assistant"
+#: how messages name each service
+DISPLAY = {"openai": "OpenAI", "azure-openai": "Azure OpenAI", "anthropic": "Anthropic"}
+#: per service: (API key variable, base URL variable)
+ENV_VARS = {
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "azure-openai": ("AZURE_OPENAI_API_KEY", None),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+}
+#: the key sent to an OpenAI-compatible server at a custom base_url when none is set (Ollama)
+NO_KEY = "not-needed"
+#: the max_tokens Anthropic requires when the suite sets none (as Semantic Kernel's default)
+ANTHROPIC_MAX_TOKENS = 1024
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+#: media types read as text besides text/* (the same list as the anthropic backend's)
+TEXT_TYPES = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/toml",
+        "application/csv",
+        "application/x-ndjson",
+        "application/javascript",
+        "application/x-sh",
+        "application/sql",
+    }
+)
+#: Anthropic stop reasons Semantic Kernel 1.45's connector has no mapping for (KeyError)
+_EXTRA_STOP_REASONS = ("stop_sequence", "pause_turn", "refusal", "model_context_window_exceeded")
+_SNIFF = 8192
+
+
+def file_kind(file: TurnFile) -> str | None:
+    """``image``, ``text``, or None (anything else). An unknown type whose start is UTF-8 is text."""
+    media_type = file.media_type.split(";")[0].strip().lower()
+    if media_type in IMAGE_TYPES:
+        return "image"
+    if media_type.startswith("text/") or media_type in TEXT_TYPES or media_type.endswith("+json"):
+        return "text"
+    if media_type == "application/octet-stream":
+        try:
+            with file.path.open("rb") as handle:
+                head = handle.read(_SNIFF)
+        except OSError:
+            return None
+        if b"\0" in head:
+            return None
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < len(head) - 4:  # not just a character cut at the sniff boundary
+                return None
+        return "text"
+    return None
+
+
+# ---------------------------------------------------------------------- per-turn state
+
+
+@dataclass
+class _Call:
+    """One tool call of the turn, as the filters saw it."""
+
+    content: FunctionCallContent
+    outcome: ToolOutcome | None = None
+    error: str | None = None
+    """An exception Semantic Kernel swallowed (seen by the function-invocation filter)."""
+    started: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class _Turn:
+    """What one ``send`` collects while Semantic Kernel runs (reached through a ContextVar,
+    which the tasks Semantic Kernel gathers for parallel tool calls inherit)."""
+
+    backend: SemanticKernelBackend
+    case: CaseContext
+    usage: list[TokenUsage] = field(default_factory=list)
+    calls: dict[int, _Call] = field(default_factory=dict)
+    """id(FunctionCallContent) -> call (the same objects end up in the thread)."""
+    warnings: list[str] = field(default_factory=list)
+    tool_rounds: int = 0
+
+
+_TURN: ContextVar[_Turn | None] = ContextVar("multiturn_eval_sk_turn", default=None)
+_CALL: ContextVar[_Call | None] = ContextVar("multiturn_eval_sk_call", default=None)
+
+
+# ------------------------------------------------------------------- exception mapping
+
+
+def _find(exc: BaseException, types: tuple[type[BaseException], ...]) -> BaseException | None:
+    """The first exception of ``types`` in ``exc``'s cause/context chain (SK wraps SDK errors)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, types):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _status_error(
+    service: str, status: int, kind: str | None, message: str, headers: Any
+) -> BackendError:
+    api = DISPLAY[service]
+    text = f"{api} API error {status}{f' {kind}' if kind else ''}: {message}"
+    if status in (401, 403):
+        return FatalBackendError(
+            f"the {api} API refused the credentials ({status}{f' {kind}' if kind else ''}: "
+            f"{message}); check agent.api_key or {ENV_VARS[service][0]}",
+            status_code=status,
+            session_alive=False,
+        )
+    if status in (408, 409, 429) or status >= 500:
+        return TransientError(text, retry_after=parse_retry_after(headers), status_code=status)
+    lowered = message.lower()
+    if (
+        status == 413
+        or kind == "context_length_exceeded"
+        or "maximum context length" in lowered
+        or "prompt is too long" in lowered
+    ):
+        return BackendError(
+            f"the conversation no longer fits the model's context window ({status}"
+            f"{f' {kind}' if kind else ''}: {message})",
+            status_code=status,
+        )
+    return BackendError(text, status_code=status)
+
+
+def translate(
+    exc: BaseException, service: str = "openai", base_url: str | None = None
+) -> BackendError:
+    """The one place where SDK and Semantic Kernel exceptions become BackendErrors.
+
+    Semantic Kernel wraps the SDK's exception (``ServiceResponseException``
+    from ``openai.RateLimitError``, ...): the SDK's one is looked up in the
+    cause chain and mapped; anything else is a turn error naming it.
+    """
+    if isinstance(exc, BackendError):
+        return exc
+    api = DISPLAY[service]
+    at = f" at {base_url}" if base_url else ""
+    if service == "anthropic":
+        import anthropic
+
+        from .anthropic import translate as translate_anthropic
+
+        sdk_error = _find(exc, (anthropic.APIError,))
+        if sdk_error is not None:
+            return translate_anthropic(sdk_error, base_url or "the default endpoint")  # type: ignore[arg-type]
+    found = _find(exc, (openai.APIError, json.JSONDecodeError))
+    if isinstance(found, openai.APIStatusError):
+        body = found.body if isinstance(found.body, Mapping) else {}
+        message = str(body.get("message") or found.message)
+        kind = found.code or (str(body["type"]) if body.get("type") else None)
+        return _status_error(service, found.status_code, kind, message, found.response.headers)
+    if isinstance(found, openai.APITimeoutError):
+        return TransientError(f"the request to the {api} API{at} timed out")
+    if isinstance(found, openai.APIConnectionError):
+        cause = found.__cause__ or found.__context__
+        detail = f": {error_text(cause)}" if cause is not None else ""
+        return TransientError(f"cannot reach the {api} API{at}{detail}")
+    if isinstance(found, openai.APIResponseValidationError | json.JSONDecodeError):
+        return BackendError(
+            f"the {api} API{at} sent a malformed response ({type(found).__name__}: {str(found)[:200]})"
+        )
+    return BackendError(f"Semantic Kernel: {_sk_error_text(exc)}")
+
+
+def _sk_error_text(exc: BaseException) -> str:
+    """SK exceptions repeat their cause in args; keep the first line of the first message."""
+    text = str(exc.args[0]).strip() if exc.args else str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+# ------------------------------------------------------------------------- usage
+
+
+def usage_from(raw: Any) -> TokenUsage | None:
+    """TokenUsage from what a Semantic Kernel connector puts into ``metadata['usage']``."""
+    if raw is None:
+        return None
+    if hasattr(raw, "input_tokens"):  # anthropic.types.Usage
+        return TokenUsage(
+            prompt_tokens=raw.input_tokens or 0,
+            completion_tokens=raw.output_tokens or 0,
+            cache_creation_tokens=getattr(raw, "cache_creation_input_tokens", None) or 0,
+            cache_read_tokens=getattr(raw, "cache_read_input_tokens", None) or 0,
+        )
+    prompt = getattr(raw, "prompt_tokens", None) or 0  # SK's CompletionUsage (OpenAI)
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+    written = (getattr(details, "cache_write_tokens", None) or 0) if details is not None else 0
+    return TokenUsage(
+        prompt_tokens=max(0, prompt - cached - written),
+        completion_tokens=getattr(raw, "completion_tokens", None) or 0,
+        cache_read_tokens=cached,
+        cache_creation_tokens=written,
+    )
+
+
+# ---------------------------------------------------------------------- the services
+
+
+async def _metered(
+    call: Callable[[], Awaitable[list[ChatMessageContent]]],
+) -> list[ChatMessageContent]:
+    """One model call: retried, translated, its usage and stop reason recorded on the turn."""
+    turn = _TURN.get()
+    if turn is None:  # not inside a send(): nothing to record
+        return await call()
+    backend = turn.backend
+    replies = await backend.policy.run(
+        call,
+        backend.translate,
+        on_retry=lambda error, attempt, wait: turn.warnings.append(
+            retry_note(error, attempt, wait)
+        ),
+    )
+    for reply in replies:
+        usage = usage_from(reply.metadata.get("usage"))
+        if usage is not None:
+            turn.usage.append(usage)
+        if any(isinstance(item, FunctionCallContent) for item in reply.items):
+            turn.tool_rounds += 1
+        backend.check_stop(reply, turn)
+    return replies
+
+
+class _OpenAIService(OpenAIChatCompletion):
+    async def _inner_get_chat_message_contents(
+        self, chat_history: ChatHistory, settings: PromptExecutionSettings
+    ) -> list[ChatMessageContent]:
+        parent = super()._inner_get_chat_message_contents
+        return await _metered(lambda: parent(chat_history, settings))
+
+
+class _AzureService(AzureChatCompletion):
+    async def _inner_get_chat_message_contents(
+        self, chat_history: ChatHistory, settings: PromptExecutionSettings
+    ) -> list[ChatMessageContent]:
+        parent = super()._inner_get_chat_message_contents
+        return await _metered(lambda: parent(chat_history, settings))
+
+
+#: sampling parameters anthropic>=2.14's ``messages.create()`` no longer takes as arguments
+_BODY_ONLY = ("temperature", "top_p", "top_k")
+
+
+@functools.cache
+def _anthropic_classes() -> tuple[type[ChatCompletionClientBase], type[PromptExecutionSettings]]:
+    """Semantic Kernel's Anthropic connector, metered, and fitted to ``anthropic>=2``.
+
+    Two incompatibilities of Semantic Kernel 1.45's connector are worked around
+    here: it passes ``temperature`` (``top_p``, ``top_k``) as arguments of
+    ``messages.create()``, which anthropic 2.14 no longer has (TypeError), so
+    they are moved into ``extra_body``, where the API still reads them; and it
+    has no mapping for newer stop reasons (``refusal``, ``stop_sequence``,
+    ``pause_turn``, ``model_context_window_exceeded``: KeyError), which are added.
+    """
+    from semantic_kernel.connectors.ai.anthropic import (
+        AnthropicChatCompletion,
+        AnthropicChatPromptExecutionSettings,
+    )
+    from semantic_kernel.connectors.ai.anthropic.services import anthropic_chat_completion as module
+    from semantic_kernel.contents.utils.finish_reason import FinishReason
+
+    stop_map = module.ANTHROPIC_TO_SEMANTIC_KERNEL_FINISH_REASON_MAP
+    for reason in _EXTRA_STOP_REASONS:
+        stop_map.setdefault(
+            reason, FinishReason.CONTENT_FILTER if reason == "refusal" else FinishReason.STOP
+        )
+
+    class _AnthropicSettings(AnthropicChatPromptExecutionSettings):
+        def prepare_settings_dict(self, **kwargs: Any) -> dict[str, Any]:
+            data: dict[str, Any] = super().prepare_settings_dict(**kwargs)
+            moved = {key: data.pop(key) for key in _BODY_ONLY if key in data}
+            if moved:
+                data["extra_body"] = {**(data.get("extra_body") or {}), **moved}
+            return data
+
+    class _AnthropicService(AnthropicChatCompletion):
+        def get_prompt_execution_settings_class(self) -> type[PromptExecutionSettings]:
+            return _AnthropicSettings
+
+        async def _inner_get_chat_message_contents(
+            self, chat_history: ChatHistory, settings: PromptExecutionSettings
+        ) -> list[ChatMessageContent]:
+            parent = super()._inner_get_chat_message_contents
+            return await _metered(lambda: parent(chat_history, settings))
+
+    return _AnthropicService, _AnthropicSettings
+
+
+# ------------------------------------------------------------------------- the tools
+
+
+class _SuiteTool(KernelFunction):
+    """A suite tool as a Semantic Kernel function; the call goes through the ToolSet."""
+
+    tool: Tool
+    toolset: ToolSet
+
+    async def _invoke_internal(self, context: FunctionInvocationContext) -> None:
+        call = _CALL.get()
+        turn = _TURN.get()
+        outcome = await self.toolset.call(
+            self.tool.name, dict(context.arguments), turn.case if turn else None
+        )
+        if call is not None:
+            call.outcome = outcome
+        # the model reads the same text as on the anthropic backend (result or "Error: ...")
+        context.result = FunctionResult(function=self.metadata, value=outcome.content)
+
+    async def _invoke_internal_stream(self, context: FunctionInvocationContext) -> None:
+        raise NotImplementedError("suite tools are not streamed")
+
+
+def _suite_function(tool: Tool, toolset: ToolSet) -> _SuiteTool:
+    schema = dict(tool.parameters)
+    required = set(schema.get("required") or ())
+    parameters = [
+        KernelParameterMetadata(
+            name=name,
+            description=prop.get("description"),
+            is_required=name in required,
+            schema_data=dict(prop),
+            type_=str(prop.get("type", "object")),
+        )
+        for name, prop in (schema.get("properties") or {}).items()
+    ]
+    metadata = KernelFunctionMetadata(
+        name=tool.name,
+        plugin_name=PLUGIN,
+        description=tool.description,
+        parameters=parameters,
+        return_parameter=KernelParameterMetadata(name="return", schema_data={}),
+        is_prompt=False,
+        is_asynchronous=True,
+    )
+    return _SuiteTool(metadata=metadata, tool=tool, toolset=toolset)
+
+
+async def _on_auto_invocation(
+    context: AutoFunctionInvocationContext, next: Callable[[Any], Awaitable[None]]
+) -> None:
+    """Ties each tool call of the turn to what happens to it."""
+    turn = _TURN.get()
+    content = context.function_call_content
+    if content is None:  # not a model's tool call: nothing to record
+        await next(context)
+        return
+    call = _Call(content)
+    if turn is not None:
+        turn.calls[id(content)] = call
+    token = _CALL.set(call)
+    try:
+        await next(context)
+    finally:
+        _CALL.reset(token)
+
+
+async def _on_invocation(
+    context: FunctionInvocationContext, next: Callable[[Any], Awaitable[None]]
+) -> None:
+    """Records an exception before Semantic Kernel turns it into text for the model."""
+    try:
+        await next(context)
+    except Exception as exc:
+        call = _CALL.get()
+        if call is not None and call.outcome is None:
+            call.error = error_text(exc)
+        raise
+
+
+# ------------------------------------------------------------------------ the backend
+
+
+class _SKSession:
+    def __init__(self, backend: SemanticKernelBackend, case: CaseContext) -> None:
+        self._backend = backend
+        self._case = case
+        self._history = ChatHistory()
+        if case.instructions:
+            self._history.add_system_message(case.instructions)
+        self._thread = ChatHistoryAgentThread(chat_history=self._history)
+
+    async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply:
+        backend = self._backend
+        user = backend.user_message(message, files)
+        before = len(self._history.messages)
+        turn = _Turn(backend, self._case)
+        token = _TURN.set(turn)
+        try:
+            response = await backend.agent.get_response(messages=user, thread=self._thread)
+            final = response.message
+            rounds = backend.config.max_tool_rounds
+            if turn.tool_rounds > rounds:
+                # unanswered tool calls in the thread would make the next request invalid
+                asked = ", ".join(
+                    item.name or "?"
+                    for item in final.items
+                    if isinstance(item, FunctionCallContent)
+                )
+                raise BackendError(
+                    f"the model was still calling tools ({asked}) after max_tool_rounds = {rounds} "
+                    "rounds, even when asked without tools"
+                )
+        except BaseException as exc:
+            del self._history.messages[before:]  # a failed turn leaves no trace in the thread
+            if isinstance(exc, Exception) and not isinstance(exc, BackendError):
+                raise backend.translate(exc) from exc
+            raise
+        finally:
+            _TURN.reset(token)
+        if turn.tool_rounds == rounds:
+            turn.warnings.append(
+                f"reached max_tool_rounds = {rounds}: Semantic Kernel asked for the final reply "
+                "without tools"
+            )
+        usage = TokenUsage.sum(turn.usage)
+        price = backend.price
+        return TurnReply(
+            response="".join(item.text for item in final.items if isinstance(item, TextContent)),
+            tool_invocations=_invocations(self._history.messages[before + 1 :], turn),
+            token_usage=usage,
+            warnings=tuple(turn.warnings),
+            cost_usd=None if price is None else price.cost(usage),
+        )
+
+    async def close(self) -> None:
+        self._history.messages.clear()
+        await self._thread.delete()
+
+
+def _invocations(messages: Sequence[ChatMessageContent], turn: _Turn) -> list[ToolInvocation]:
+    """Every tool call of the turn in call order, from the thread's items plus the filters' records."""
+    results: dict[str | None, FunctionResultContent] = {}
+    calls: list[FunctionCallContent] = []
+    for message in messages:
+        for item in message.items:
+            if isinstance(item, FunctionCallContent) and message.role == AuthorRole.ASSISTANT:
+                calls.append(item)
+            elif isinstance(item, FunctionResultContent):
+                results.setdefault(item.id, item)
+    by_call_id = {c.content.id: c for c in turn.calls.values()}
+    out: list[ToolInvocation] = []
+    for content in calls:
+        record = turn.calls.get(id(content)) or by_call_id.get(content.id)
+        result = results.get(content.id)
+        if record is None and result is None:
+            continue  # never processed (cannot happen in a successful turn; kept defensive)
+        name = content.function_name if content.plugin_name == PLUGIN else (content.name or "")
+        if record is not None and record.outcome is not None:
+            out.append(record.outcome.invocation)
+            continue
+        try:
+            args = dict(content.parse_arguments() or {})
+        except Exception:
+            args = {}
+        if record is not None and record.error is not None:
+            error = record.error
+            duration = (time.perf_counter() - record.started) * 1000
+        else:  # refused by Semantic Kernel before any function ran: the model was told why
+            error = str(result.result) if result is not None else "not run"
+            duration = None
+        out.append(
+            ToolInvocation.model_construct(
+                name=name, args=args, result=None, error=error, duration_ms=duration
+            )
+        )
+    return out
+
+
+class SemanticKernelBackend:
+    name = "semantic-kernel"
+
+    def __init__(
+        self,
+        suite: LoadedSuite,
+        settings: RunSettings,
+        *,
+        env: Mapping[str, str] | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        config = suite.suite.agent
+        assert isinstance(config, SemanticKernelAgent)
+        self.config = config
+        self.suite = suite
+        self.service_name = config.service
+        if env is None:
+            env = getattr(settings, "env", None) or os.environ  # read once, here
+        _quiet_logs()
+        issues = self._file_issues()
+        api_key, self.base_url = self._credentials(env)
+        if api_key is None and not (self.service_name == "openai" and self.base_url):
+            key_var = ENV_VARS[self.service_name][0]
+            issues.insert(
+                0,
+                ConfigIssue(
+                    f"no API key for the semantic-kernel backend's '{self.service_name}' service: "
+                    f"set {key_var} (or agent.api_key: ${{SOME_VAR}})",
+                    file=suite.display_path,
+                    line=suite.document.line_of(("agent", "service")),
+                    field="agent.api_key",
+                ),
+            )
+        if issues:
+            raise ConfigError(issues)
+        if api_key:
+            suite.secrets.add(api_key)  # from the environment too: no report may show it
+        self.policy = RetryPolicy(config.retry, sleep=sleep)
+        self.price = price_for(config.model, suite.suite.pricing)
+        self.toolset = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
+        self._client: Any = None
+        service = self._service(api_key, env, settings.turn_timeout)
+        kernel = Kernel()
+        behavior = None
+        if self.toolset:
+            functions = []
+            for i, tool in enumerate(self.toolset):
+                try:
+                    functions.append(_suite_function(tool, self.toolset))
+                except ValidationError as exc:
+                    raise ConfigError(
+                        ConfigIssue(
+                            f"Semantic Kernel cannot register tool {tool.name!r}: "
+                            f"{exc.errors(include_url=False)[0]['msg']}",
+                            file=suite.display_path,
+                            line=suite.document.line_of(("agent", "tools", i)),
+                            field=f"agent.tools[{i}]",
+                        )
+                    ) from None
+            kernel.add_plugin(KernelPlugin(name=PLUGIN, functions=functions))
+            kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, _on_auto_invocation)
+            kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, _on_invocation)
+            behavior = FunctionChoiceBehavior.Auto(
+                maximum_auto_invoke_attempts=config.max_tool_rounds
+            )
+        self.agent = ChatCompletionAgent(
+            kernel=kernel,
+            service=service,
+            name=AGENT_NAME,
+            function_choice_behavior=behavior,
+            arguments=KernelArguments(settings=self._execution_settings(behavior)),
+        )
+
+    # ------------------------------------------------------------------ construction
+
+    def _file_issues(self) -> list[ConfigIssue]:
+        """Files Semantic Kernel's connectors cannot send: configuration errors, before any call."""
+        suite = self.suite
+        issues: list[ConfigIssue] = []
+        for i, case in enumerate(suite.suite.test_cases):
+            for t, turn in enumerate(case.effective_turns()):
+                for f, ref in enumerate(turn.files):
+                    path = suite.base_dir / ref.path
+                    file = (
+                        TurnFile.from_path(path)
+                        if ref.media_type is None
+                        else TurnFile(path, ref.media_type)
+                    )
+                    problem = self.file_problem(file)
+                    if problem is None:
+                        continue
+                    turn_path: tuple[str | int, ...] = (
+                        ("test_cases", i) if case.is_legacy else ("test_cases", i, "turns", t)
+                    )
+                    issues.append(
+                        ConfigIssue(
+                            problem,
+                            file=suite.display_path,
+                            line=suite.document.line_of((*turn_path, "files", f)),
+                            test_case=f"test_cases[{i}]"
+                            + (f' ("{case.name}")' if case.name else ""),
+                            field=(f"turns[{t}]." if not case.is_legacy else "")
+                            + f"files[{f}].path",
+                        )
+                    )
+        return issues
+
+    def file_problem(self, file: TurnFile) -> str | None:
+        """Why Semantic Kernel's connector for this service cannot send ``file``, or None."""
+        kind = file_kind(file)
+        if kind == "text" or (kind == "image" and self.service_name != "anthropic"):
+            return None
+        takes = (
+            "text files only (its Anthropic connector sends no images or documents)"
+            if self.service_name == "anthropic"
+            else "text files and PNG, JPEG, GIF and WebP images"
+        )
+        return (
+            f"cannot send {file.path.name!r} ({file.media_type}) through Semantic Kernel's "
+            f"{DISPLAY[self.service_name]} connector: it takes {takes}; the anthropic backend "
+            "sends PDFs and images to Claude"
+        )
+
+    def _credentials(self, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        key_var, url_var = ENV_VARS[self.service_name]
+        api_key = self.config.api_key or env.get(key_var) or None
+        base_url = self.config.base_url or (env.get(url_var) if url_var else None) or None
+        return api_key, base_url.rstrip("/") if base_url else None
+
+    def _service(
+        self, api_key: str | None, env: Mapping[str, str], timeout: float
+    ) -> ChatCompletionClientBase:
+        model = self.config.model
+        if self.service_name == "openai":
+            client = openai.AsyncOpenAI(
+                api_key=api_key or NO_KEY, base_url=self.base_url, max_retries=0, timeout=timeout
+            )
+            self._client = client
+            openai_class: Any = _OpenAIService  # the pydantic plugin mistypes SK's own __init__
+            openai_service: ChatCompletionClientBase = openai_class(
+                ai_model_id=model, async_client=client
+            )
+            return openai_service
+        if self.service_name == "azure-openai":
+            version = (
+                self.config.api_version
+                or env.get("AZURE_OPENAI_API_VERSION")
+                or DEFAULT_AZURE_API_VERSION
+            )
+            azure = openai.AsyncAzureOpenAI(
+                azure_endpoint=self.base_url or "",
+                api_key=api_key,
+                api_version=version,
+                max_retries=0,
+                timeout=timeout,
+            )
+            self._client = azure
+            azure_class: Any = _AzureService
+            azure_service: ChatCompletionClientBase = azure_class(
+                deployment_name=model, async_client=azure
+            )
+            return azure_service
+        import anthropic
+
+        from .anthropic import _end_of_life
+
+        retired = _end_of_life(model)
+        if retired is not None:
+            self.suite.warnings.append(
+                f"{self.suite.display_path}: agent.model {model!r} is deprecated; Anthropic "
+                f"retires it on {retired}"
+            )
+        # said once above; the SDK would repeat it on every request
+        warnings.filterwarnings(
+            "ignore", message=r"The model '.*' is deprecated", category=DeprecationWarning
+        )
+        anthropic_client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=self.base_url, max_retries=0, timeout=timeout
+        )
+        self._client = anthropic_client
+        # SK's AnthropicSettings wants the key even beside a client
+        service: ChatCompletionClientBase = _anthropic_classes()[0](
+            ai_model_id=model, api_key=api_key, async_client=anthropic_client
+        )
+        return service
+
+    def _execution_settings(
+        self, behavior: FunctionChoiceBehavior | None
+    ) -> PromptExecutionSettings:
+        config = self.config
+        settings: PromptExecutionSettings
+        if self.service_name == "anthropic":
+            settings = _anthropic_classes()[1](
+                max_tokens=config.max_tokens or ANTHROPIC_MAX_TOKENS,
+                temperature=config.temperature,
+                function_choice_behavior=behavior,
+            )
+            return settings
+        settings = OpenAIChatPromptExecutionSettings(
+            temperature=config.temperature, function_choice_behavior=behavior
+        )
+        if config.max_tokens is not None:
+            if self.service_name == "openai" and self.base_url is not None:
+                settings.max_tokens = config.max_tokens  # what OpenAI-compatible servers read
+            else:
+                settings.max_completion_tokens = config.max_tokens
+        return settings
+
+    # ------------------------------------------------------------------------ turns
+
+    def translate(self, exc: BaseException) -> BackendError:
+        return translate(exc, self.service_name, self.base_url)
+
+    def check_stop(self, reply: ChatMessageContent, turn: _Turn) -> None:
+        """A refusal or a content filter fails the turn; a reply cut off at the limit warns."""
+        inner = reply.inner_content
+        if self.service_name == "anthropic":
+            stop = getattr(inner, "stop_reason", None)
+            if stop == "refusal":
+                raise BackendError("the model refused to answer (stop_reason: refusal)")
+            if stop in ("max_tokens", "model_context_window_exceeded"):
+                limit = self.config.max_tokens or ANTHROPIC_MAX_TOKENS
+                turn.warnings.append(
+                    f"the reply was cut off (stop_reason: {stop}"
+                    + (f" = {limit}" if stop == "max_tokens" else "")
+                    + ")"
+                )
+            return
+        choices = getattr(inner, "choices", None) or []
+        message = getattr(choices[0], "message", None) if choices else None
+        refusal = getattr(message, "refusal", None)
+        if refusal:
+            raise BackendError(f"the model refused to answer: {refusal}")
+        reason = getattr(choices[0], "finish_reason", None) if choices else None
+        if reason == "content_filter":
+            raise BackendError(
+                "the service's content filter stopped the reply (finish_reason: content_filter)"
+            )
+        if reason == "length":
+            shown = f" = {self.config.max_tokens}" if self.config.max_tokens else ""
+            turn.warnings.append(
+                f"the reply was cut off (finish_reason: length, max_tokens{shown})"
+            )
+
+    def user_message(self, message: str, files: Sequence[TurnFile]) -> ChatMessageContent:
+        """The turn's message; files first (text inlined as ``<file name="...">``), then the text."""
+        if not files:
+            return ChatMessageContent(role=AuthorRole.USER, content=message)
+        items: list[Any] = []
+        texts: list[str] = []
+        for file in files:
+            problem = self.file_problem(file)
+            if problem is not None:
+                raise BackendError(problem)
+            try:
+                data = file.path.read_bytes()
+                if file_kind(file) == "text":
+                    texts.append(f'<file name="{file.path.name}">\n{data.decode("utf-8")}\n</file>')
+                    continue
+            except (OSError, UnicodeDecodeError) as exc:
+                raise BackendError(f"cannot read {file.path}: {exc}") from exc
+            media_type = file.media_type.split(";")[0].strip().lower()
+            encoded = base64.b64encode(
+                data
+            ).decode()  # SK 1.45 cannot take raw bytes (it decodes them)
+            items.append(ImageContent(data_uri=f"data:{media_type};base64,{encoded}"))
+        if self.service_name == "anthropic":
+            # SK's Anthropic connector sends only a user message's text: one text, files first
+            return ChatMessageContent(role=AuthorRole.USER, content="\n\n".join([*texts, message]))
+        parts = [TextContent(text=t) for t in texts]
+        return ChatMessageContent(
+            role=AuthorRole.USER, items=[*parts, *items, TextContent(text=message)]
+        )
+
+    async def open_session(self, case: CaseContext) -> _SKSession:
+        return _SKSession(self, case)
+
+    async def aclose(self) -> None:
+        await self.toolset.aclose()
+        if self._client is not None:
+            await self._client.close()
+
+
+def _quiet_logs() -> None:
+    """Semantic Kernel logs every tool error it swallows with a traceback; the report has them."""
+    sk_logger = logging.getLogger("semantic_kernel")
+    if sk_logger.level == logging.NOTSET:
+        sk_logger.setLevel(logging.CRITICAL)
