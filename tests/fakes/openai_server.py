@@ -88,6 +88,8 @@ class Usage:
     completion_tokens: int = 5
     cached_tokens: int | None = None
     """``prompt_tokens_details.cached_tokens`` (included in ``prompt_tokens``, as OpenAI counts)."""
+    cache_write_tokens: int | None = None
+    """``prompt_tokens_details.cache_write_tokens`` (included in ``prompt_tokens`` too)."""
 
     def wire(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -95,8 +97,13 @@ class Usage:
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
         }
+        details: dict[str, Any] = {}
         if self.cached_tokens is not None:
-            data["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens, "audio_tokens": 0}
+            details.update(cached_tokens=self.cached_tokens, audio_tokens=0)
+        if self.cache_write_tokens is not None:
+            details["cache_write_tokens"] = self.cache_write_tokens
+        if details:
+            data["prompt_tokens_details"] = details
         return data
 
 
