@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import textwrap
 import warnings
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from multiturn_eval.backends.anthropic import AnthropicBackend, AnthropicSession
 from multiturn_eval.errors import BackendError, ConfigError, FatalBackendError
@@ -19,6 +21,7 @@ from multiturn_eval.loader import load_suite
 from multiturn_eval.retry import TransientError
 from multiturn_eval.session import case_context
 from multiturn_eval.settings import RunSettings
+from multiturn_eval.suite import Suite
 from multiturn_eval.types import TurnFile, TurnReply
 from tests import tool_funcs
 from tests.conftest import Project
@@ -698,3 +701,18 @@ def test_cli_401_stops_the_run_with_exit_3(
     assert message in result.report["run"]["stop_reason"]
     assert "Traceback" not in result.err
     assert "sk-ant-revoked-key-000" not in result.out + result.err + json.dumps(result.report)
+
+
+# ------------------------------------------------------------------------- README
+
+
+def test_readme_backend_examples_are_valid_suites() -> None:
+    """Every suite snippet in the README's backends section validates (placeholders filled)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("<!-- section:backends -->")[1].split("<!-- /section:backends -->")[0]
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", section, re.S) if "agent:" in b]
+    assert len(blocks) >= 2
+    for block in blocks:
+        data = yaml.safe_load(re.sub(r"\$\{\w+\}", "value", block))
+        data.setdefault("test_cases", [{"input": "hi"}])
+        Suite.model_validate(data)
