@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import site
 import subprocess
 import sys
@@ -102,6 +103,34 @@ class Runner:
         event: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
     ) -> Step:
+        environment, output, summary = self.prepare(inputs, event_name, event, env)
+        done = subprocess.run(
+            [str(ENTRYPOINT)],
+            cwd=self.workspace,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=180,
+            check=False,
+        )
+        return self.step(done.returncode, done.stdout, output, summary)
+
+    def step(self, code: int, stdout: bytes, output: Path, summary: Path) -> Step:
+        return Step(
+            code=code,
+            log=stdout.decode("utf-8", errors="replace"),
+            outputs=parse_output_file(output.read_text(encoding="utf-8")),
+            summary=summary.read_text(encoding="utf-8"),
+            workspace=self.workspace,
+        )
+
+    def prepare(
+        self,
+        inputs: dict[str, str],
+        event_name: str = "pull_request",
+        event: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> tuple[dict[str, str], Path, Path]:
         self.count += 1
         output = self.files / f"set_output_{self.count}"
         summary = self.files / f"step_summary_{self.count}"
@@ -136,23 +165,7 @@ class Runner:
                 value = TOKEN
             environment["INPUT_" + name.upper()] = value
         environment.update(env or {})
-        done = subprocess.run(
-            [str(ENTRYPOINT)],
-            cwd=self.workspace,
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            timeout=180,
-            check=False,
-        )
-        log = done.stdout.decode("utf-8", errors="replace")
-        return Step(
-            code=done.returncode,
-            log=log,
-            outputs=parse_output_file(output.read_text(encoding="utf-8")),
-            summary=summary.read_text(encoding="utf-8"),
-            workspace=self.workspace,
-        )
+        return environment, output, summary
 
 
 @pytest.fixture
@@ -492,6 +505,35 @@ def test_secrets_never_reach_reports_summary_or_comment(runner: Runner, github: 
     for command in step.commands:
         if command.name != "add-mask":
             assert key not in command.message
+
+
+def test_a_cancelled_job_still_leaves_reports_outputs_and_the_comment(
+    runner: Runner, github: FakeGitHub
+) -> None:
+    environment, output, summary = runner.prepare({"suite": "evals/slow.yaml"})
+    process = subprocess.Popen(
+        [str(ENTRYPOINT)],
+        cwd=runner.workspace,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    seen = b""
+    for line in process.stdout:  # the quick test case is done, the slow one is running
+        seen += line
+        if b"slow::quick" in line:
+            break
+    process.send_signal(signal.SIGTERM)  # what cancelling the job does to the container
+    rest, _ = process.communicate(timeout=60)
+    step = runner.step(process.returncode, seen + rest, output, summary)
+    assert step.code == 3, step.log
+    assert (step.outputs["total"], step.outputs["passed"]) == ("2", "1")
+    report = json.loads((runner.workspace / step.outputs["json-report"]).read_text())
+    assert report["run"]["complete"] is False and "SIGTERM" in report["run"]["stop_reason"]
+    assert step.summary.startswith("<!-- multiturn-eval:")
+    [comment] = comments(github)
+    assert "incomplete" in comment["body"]
 
 
 # ---------------------------------------------------------------------- install

@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import traceback
@@ -357,6 +358,8 @@ class Action:
                 )
                 for issue in config_error.issues:
                     self.log.line(self.redact(f"  {clean(str(issue))}"))
+        with contextlib.suppress(ValueError):  # the run's handler was removed: ours again
+            signal.signal(signal.SIGTERM, _terminate)
         self.config_issues = config_error.issues if config_error else []
         for issue in self.config_issues:
             self.annotate(self.issue_annotation(issue, inputs))
@@ -706,7 +709,15 @@ def hand_back(root: Path, workspace: Path) -> None:
             os.lchown(path, owner.st_uid, owner.st_gid)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM (a cancelled job) stops the action like Ctrl-C
+
+
 def main(env: Mapping[str, str] | None = None, stdout: TextIO | None = None) -> int:
+    # As the container's PID 1, the action would ignore SIGTERM without a handler. The run
+    # installs its own (reports of what finished are written, exit 3) and restores SIG_DFL
+    # afterwards, so this is set again after it.
+    signal.signal(signal.SIGTERM, _terminate)
     action = Action(os.environ if env is None else env, stdout or sys.stdout)
     try:
         return action.run()
