@@ -288,22 +288,42 @@ def test_tool_errors_are_answered_as_error_results(harness: Harness, fake: FakeA
     assert answered[0]["content"] == "Error: ZeroDivisionError: float division by zero"
 
 
-def test_max_tool_rounds_is_a_turn_error_and_history_stays_valid(
+def test_after_max_tool_rounds_the_final_reply_is_asked_without_tools(
     harness: Harness, fake: FakeAnthropic
 ) -> None:
     fake.script(
         tool_uses(("lookup", {"key": "revenue"})),
         tool_uses(("lookup", {"key": "cost"})),
-        tool_uses(("lookup", {"key": "revenue"})),  # a third round: over the limit of 2
+        text("25587"),
+    )
+    result = reply(harness.converse(harness.backend(AGENT + "  max_tool_rounds: 2\n"), "loop")[0])
+    assert result.response == "25587"
+    assert [i.args["key"] for i in result.tool_invocations] == ["revenue", "cost"]
+    assert result.warnings == (
+        "reached max_tool_rounds = 2: asked for the final reply without tools",
+    )
+    bodies = [r.body for r in fake.messages_requests()]
+    assert ["tool_choice" in b for b in bodies] == [False, False, True]
+    assert bodies[2]["tool_choice"] == {"type": "none"}
+
+
+def test_still_calling_tools_without_tools_is_a_turn_error_and_history_stays_valid(
+    harness: Harness, fake: FakeAnthropic
+) -> None:
+    fake.script(
+        tool_uses(("lookup", {"key": "revenue"})),
+        tool_uses(("lookup", {"key": "cost"})),
+        tool_uses(("lookup", {"key": "revenue"})),  # ignores tool_choice: none
         text("fresh start"),
     )
     backend = harness.backend(AGENT + "  max_tool_rounds: 2\n")
     first, second = harness.converse(backend, "loop", "next")
     assert str(error(first)) == (
-        "the model was still calling tools (lookup) after max_tool_rounds = 2 rounds; "
-        "calls made this turn: lookup, lookup"
+        "the model was still calling tools (lookup) after max_tool_rounds = 2 rounds, even when "
+        "asked without tools; calls made this turn: lookup, lookup"
     )
     assert reply(second).response == "fresh start"
+    assert reply(second).warnings == ()
     # the failed turn left no trace: the fake would have rejected unanswered tool_use blocks
     last = fake.messages_requests()[-1].body["messages"]
     assert [m["role"] for m in last] == ["user"]

@@ -13,14 +13,16 @@ Per session (one test case) the conversation is kept client-side. A turn:
    (:attr:`CaseContext.instructions`) as ``system``, the suite's Python tools,
    ``max_tokens`` and, only when the suite sets it, ``temperature`` (newer
    models refuse sampling parameters with a 400, which names the fix);
-2. while the reply stops with ``tool_use`` (at most ``max_tool_rounds`` times),
-   runs every ``tool_use`` block of the reply in order and answers them all in
-   one user message of ``tool_result`` blocks (``is_error`` for a tool that
-   raised or got invalid arguments);
+2. while the reply stops with ``tool_use``, runs every ``tool_use`` block of
+   the reply in order and answers them all in one user message of
+   ``tool_result`` blocks (``is_error`` for a tool that raised or got invalid
+   arguments). After ``max_tool_rounds`` such rounds the next request says
+   ``tool_choice: none``, asking for the final reply without tools, and the
+   turn gets a warning (as on the ``semantic-kernel`` backend); a model that
+   still calls tools then fails the turn, naming the calls;
 3. returns the final reply's text. ``max_tokens`` (or
    ``model_context_window_exceeded``) keeps the text and adds a warning;
-   ``refusal`` is a turn error; the model still calling tools after
-   ``max_tool_rounds`` rounds is a turn error naming the calls.
+   ``refusal`` is a turn error.
 
 Token usage is summed over every request of the turn (``input_tokens`` ->
 ``prompt_tokens``, ``output_tokens`` -> ``completion_tokens``, and the cache
@@ -374,7 +376,9 @@ class AnthropicBackend:
         blocks.append({"type": "text", "text": message})
         return blocks
 
-    def request(self, system: str | None, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def request(
+        self, system: str | None, messages: list[dict[str, Any]], *, no_tools: bool = False
+    ) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.agent.model,
             "max_tokens": self.agent.max_tokens,
@@ -387,6 +391,8 @@ class AnthropicBackend:
             params["system"] = [block]
         if self.tool_params:
             params["tools"] = self.tool_params
+            if no_tools:
+                params["tool_choice"] = {"type": "none"}
         if self.agent.temperature is not None:
             # anthropic>=1 dropped the keyword (newer models refuse sampling parameters);
             # the API still takes it for the models that accept it
@@ -420,19 +426,27 @@ class AnthropicSession:
         usages: list[TokenUsage] = []
         invocations: list[ToolInvocation] = []
         warnings: list[str] = []
+        limit = backend.agent.max_tool_rounds
         for rounds in itertools.count():
+            last_call = rounds >= limit
+            if last_call:
+                warnings.append(
+                    f"reached max_tool_rounds = {limit}: asked for the final reply without tools"
+                )
             response = await backend.create(
-                backend.request(self.case.instructions, [*self.history, *turn]), warnings
+                backend.request(self.case.instructions, [*self.history, *turn], no_tools=last_call),
+                warnings,
             )
             usages.append(_usage(response))
             uses = [b for b in response.content if b.type == "tool_use"]
             if response.stop_reason == "tool_use" and uses:
-                if rounds >= backend.agent.max_tool_rounds:
+                if last_call:
                     called = ", ".join(i.name for i in invocations) or "none"
                     asked = ", ".join(u.name for u in uses)
                     raise BackendError(
                         f"the model was still calling tools ({asked}) after max_tool_rounds = "
-                        f"{backend.agent.max_tool_rounds} rounds; calls made this turn: {called}"
+                        f"{limit} rounds, even when asked without tools; calls made this turn: "
+                        f"{called}"
                     )
                 turn.append({"role": "assistant", "content": [_block(b) for b in response.content]})
                 results = []
@@ -455,8 +469,8 @@ class AnthropicSession:
                     + (f": {text[:200]}" if text else "")
                 )
             if stop in ("max_tokens", "model_context_window_exceeded"):
-                limit = f" = {backend.agent.max_tokens}" if stop == "max_tokens" else ""
-                warnings.append(f"the reply was cut off (stop_reason: {stop}{limit})")
+                cap = f" = {backend.agent.max_tokens}" if stop == "max_tokens" else ""
+                warnings.append(f"the reply was cut off (stop_reason: {stop}{cap})")
             elif stop not in ("end_turn", "stop_sequence", "tool_use", None):
                 warnings.append(f"unexpected stop_reason {stop!r}; the reply's text was kept")
             # unanswered tool_use blocks (cut off, or an odd stop) would break the next request
