@@ -576,6 +576,16 @@ def test_context_too_long_is_a_turn_error(harness: Harness, fake: FakeOpenAI) ->
     assert reply(second).response == "ok"
 
 
+def test_a_wrong_base_url_says_what_to_check(harness: Harness, fake: FakeOpenAI) -> None:
+    agent = AGENT + f"  base_url: {fake.url}\n"  # without /v1
+    failure = error(harness.converse(harness.backend(agent), "hi")[0])
+    assert not isinstance(failure, TransientError)
+    assert str(failure) == (
+        "OpenAI API error 404 invalid_request_error: Invalid URL (POST /chat/completions); "
+        "check agent.model and agent.base_url (OpenAI-compatible servers usually serve under /v1)"
+    )
+
+
 def test_401_is_fatal(harness: Harness, fake: FakeOpenAI) -> None:
     fake.script(unauthorized())
     failure = error(harness.converse(harness.backend(), "hi")[0])

@@ -357,9 +357,9 @@ class FakeOpenAI(FakeServer):
 def tool_then_answer(request: Request) -> Completion:
     """Call the first offered tool for a new user message; answer with its result after.
 
-    Turn N (the Nth user message) passes ``N`` for every numeric argument, so
-    concurrent sessions and later turns send different arguments; usage is
-    fixed (100 in of which 80 cached, 20 out; then 120 in, 12 out).
+    Numeric arguments are 1, strings "x" (as the anthropic fake's responder);
+    usage is fixed: 100 in (80 of them cached) and 20 out for the call, 120 in
+    and 12 out for the answer.
     """
     messages = messages_of(request)
     last = messages[-1] if messages else {}
@@ -368,10 +368,9 @@ def tool_then_answer(request: Request) -> Completion:
     tools = request.body.get("tools") if isinstance(request.body, dict) else None
     if not tools:
         return text(f"You said: {last.get('content')}", Usage(50, 8))
-    turn = sum(1 for m in messages if m.get("role") == "user")
     function = tools[0]["function"]
     props = function.get("parameters", {}).get("properties", {})
-    args = {k: turn if v.get("type") in ("number", "integer") else "x" for k, v in props.items()}
+    args = {k: 1 if v.get("type") in ("number", "integer") else "x" for k, v in props.items()}
     return calls(ToolCall(function["name"], args), usage=Usage(100, 20, 80))
 
 

@@ -266,6 +266,13 @@ def _status_error(
             f"{f' {kind}' if kind else ''}: {message})",
             status_code=status,
         )
+    if status == 404:
+        text += (
+            "; check agent.model (the deployment name), agent.base_url and api_version"
+            if service == "azure-openai"
+            else "; check agent.model and agent.base_url (OpenAI-compatible servers usually "
+            "serve under /v1)"
+        )
     return BackendError(text, status_code=status)
 
 
