@@ -418,7 +418,7 @@ def test_max_tool_rounds_asks_for_the_final_reply_without_tools(
     assert result.response == "Here is what I found."
     assert [i.args["key"] for i in result.tool_invocations] == ["revenue", "cost"]
     assert list(result.warnings) == [
-        "reached max_tool_rounds = 2: Semantic Kernel asked for the final reply without tools"
+        "reached max_tool_rounds = 2: asked for the final reply without tools"
     ]
     last = fake.chat_requests()[-1].body
     assert "tools" not in last and "tool_choice" not in last
@@ -435,8 +435,8 @@ def test_a_model_calling_tools_past_max_tool_rounds_fails_the_turn_not_the_sessi
     agent = AGENT + "  max_tool_rounds: 1\n"
     first, second = harness.converse(harness.backend(agent), "go", "again")
     assert str(error(first)) == (
-        "the model was still calling tools (tools-lookup) after max_tool_rounds = 1 rounds, "
-        "even when asked without tools"
+        "the model was still calling tools (lookup) after max_tool_rounds = 1 rounds, "
+        "even when asked without tools; calls made this turn: lookup"
     )
     assert reply(second).response == "next turn works"
     # the failed turn left nothing behind: the next request is a valid conversation

@@ -123,6 +123,7 @@ def turn_view(turn: dict[str, Any]) -> dict[str, Any]:
             for call in turn["tool_invocations"]
         ],
         "token_usage": turn["token_usage"],
+        "warnings": turn["warnings"],
     }
 
 

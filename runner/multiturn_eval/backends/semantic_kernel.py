@@ -548,13 +548,15 @@ class _SKSession:
             if turn.tool_rounds > rounds:
                 # unanswered tool calls in the thread would make the next request invalid
                 asked = ", ".join(
-                    item.name or "?"
+                    item.function_name
                     for item in final.items
                     if isinstance(item, FunctionCallContent)
                 )
+                called = ", ".join(c.content.function_name for c in turn.calls.values()) or "none"
                 raise BackendError(
-                    f"the model was still calling tools ({asked}) after max_tool_rounds = {rounds} "
-                    "rounds, even when asked without tools"
+                    f"the model was still calling tools ({asked}) after max_tool_rounds = "
+                    f"{rounds} rounds, even when asked without tools; calls made this turn: "
+                    f"{called}"
                 )
         except BaseException as exc:
             del self._history.messages[before:]  # a failed turn leaves no trace in the thread
@@ -565,8 +567,7 @@ class _SKSession:
             _TURN.reset(token)
         if turn.tool_rounds == rounds:
             turn.warnings.append(
-                f"reached max_tool_rounds = {rounds}: Semantic Kernel asked for the final reply "
-                "without tools"
+                f"reached max_tool_rounds = {rounds}: asked for the final reply without tools"
             )
         usage = TokenUsage.sum(turn.usage)
         price = backend.price
