@@ -71,10 +71,10 @@ Decisions where the spec is silent:
   JPEG, GIF, WebP) are sent as image parts to ``openai`` / ``azure-openai``.
   Semantic Kernel's connectors cannot send PDFs (nor images to Anthropic):
   such a suite is a configuration error before any agent is called.
-* Semantic Kernel logs every swallowed tool error with a traceback at ERROR
-  level; its loggers are set to CRITICAL, since the report records those
-  errors. Set the ``semantic_kernel`` logger's level yourself (e.g. in a
-  ``conftest``-like sitecustomize) to see them.
+* Semantic Kernel logs every tool error it handles with a traceback at ERROR
+  level; unless logging is configured (root handlers, or a level on the
+  ``semantic_kernel`` logger), its loggers are set to CRITICAL, since the
+  report records those errors (:func:`_quiet_logs`).
 """
 
 from __future__ import annotations
@@ -907,7 +907,13 @@ class SemanticKernelBackend:
 
 
 def _quiet_logs() -> None:
-    """Semantic Kernel logs every tool error it swallows with a traceback; the report has them."""
+    """Keep Semantic Kernel's log lines off the console (the report has what they say).
+
+    It logs each tool error it handles at ERROR level with a traceback, and
+    more at INFO. Unless logging was configured by whoever runs us (handlers on
+    the root logger, or a level set on ``semantic_kernel``), its loggers are set
+    to CRITICAL; Python's last-resort handler would otherwise print them.
+    """
     sk_logger = logging.getLogger("semantic_kernel")
-    if sk_logger.level == logging.NOTSET:
+    if sk_logger.level == logging.NOTSET and not logging.getLogger().handlers:
         sk_logger.setLevel(logging.CRITICAL)
