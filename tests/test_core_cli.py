@@ -302,3 +302,32 @@ def test_interrupted_run_leaves_a_valid_report_and_exits_3(
     journal = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
     assert [json.loads(line)["name"] for line in journal] == ["quick"]  # written as it finished
     jsonschema.validate(report, json.loads((ROOT / "schemas" / "report.schema.json").read_text()))
+
+
+def test_a_stuck_sync_agent_does_not_keep_the_process_alive(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").write_text(
+        "agent: {backend: python, factory: 'tests.agents:scripted_sync'}\n"
+        "test_cases:\n  - {name: stuck, context: {script: [{delay: 120}]}, input: q}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "multiturn_eval",
+            "run",
+            "suite.yaml",
+            "--turn-timeout",
+            "0.2",
+            "-o",
+            "out",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["results"][0]["errors"] == ["timed out after 0.2 s (turn_timeout)"]

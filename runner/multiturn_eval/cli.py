@@ -22,6 +22,7 @@ import glob
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -334,6 +335,27 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return EXIT_CONFIG
 
 
+def _exit_despite_stuck_threads(code: int, grace: float = 1.0) -> None:
+    """Exit even when a sync agent's thread is still blocked.
+
+    A sync ``send`` that ignored its turn timeout keeps running in its thread
+    (Python cannot kill threads), and the interpreter would wait for it at exit,
+    long after the reports were written. Give threads a moment, then leave.
+    """
+    deadline = time.monotonic() + grace
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    if any(
+        t.is_alive() and not t.daemon
+        for t in threading.enumerate()
+        if t is not threading.main_thread()
+    ):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def entry() -> None:
     try:
         code = main()
@@ -342,6 +364,7 @@ def entry() -> None:
     except Exception:  # an uncaught bug exits 3, never 1 ("a test case failed")
         traceback.print_exc(file=sys.stderr)
         code = EXIT_INCOMPLETE
+    _exit_despite_stuck_threads(code)
     sys.exit(code)
 
 
