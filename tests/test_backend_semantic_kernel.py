@@ -721,13 +721,16 @@ def test_anthropic_service_runs_tools_and_reports_cache_usage(
         fa.text("The difference is 25587.", fa.Usage(200, 10, None, 400)),
         fa.text("no", stop_reason="refusal"),
         fa.text("cut", stop_reason="max_tokens"),
+        fa.text("stopped at the sequence", stop_reason="stop_sequence"),
         fa.unauthorized(),
     )
     agent = AGENT.replace("service: openai", "service: anthropic").replace(
         "gpt-4o-mini", "claude-sonnet-4-5"
     )
     env = {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": fake_anthropic.url}
-    results = harness.converse(harness.backend(agent, env=env), "diff?", "bad", "long", "again")
+    results = harness.converse(
+        harness.backend(agent, env=env), "diff?", "bad", "long", "stop", "again"
+    )
     first = reply(results[0])
     assert first.response == "The difference is 25587."
     assert [(i.name, i.args, i.result) for i in first.tool_invocations] == [
@@ -743,7 +746,9 @@ def test_anthropic_service_runs_tools_and_reports_cache_usage(
     assert list(reply(results[2]).warnings) == [
         "the reply was cut off (stop_reason: max_tokens = 1024)"
     ]
-    assert isinstance(error(results[3]), FatalBackendError)
+    # stop reasons Semantic Kernel's connector has no mapping for (it would raise KeyError)
+    assert reply(results[3]).response == "stopped at the sequence"
+    assert isinstance(error(results[4]), FatalBackendError)
 
     body = fake_anthropic.messages_requests()[0].body
     assert body["system"] == "You are a careful analyst.\n\nDocument about ACME."
@@ -757,6 +762,28 @@ def test_anthropic_service_runs_tools_and_reports_cache_usage(
     second = fake_anthropic.messages_requests()[1].body["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert {b["type"] for b in second[2]["content"]} == {"tool_result"}
+
+
+def test_an_error_inside_semantic_kernel_names_its_root_cause() -> None:
+    from semantic_kernel.exceptions import ServiceResponseException
+
+    from multiturn_eval.backends.semantic_kernel import translate
+
+    try:
+        try:
+            raise TypeError("create() got an unexpected keyword argument 'temperature'")
+        except TypeError as exc:
+            raise ServiceResponseException(
+                "<class 'pkg.mod.<locals>._AnthropicService'> service failed to complete the request",
+                exc,
+            ) from exc
+    except ServiceResponseException as exc:
+        error = translate(exc, "anthropic")
+    assert type(error) is BackendError and not error.retryable
+    assert str(error) == (
+        "Semantic Kernel: ServiceResponseException: _AnthropicService service failed to complete "
+        "the request (TypeError: create() got an unexpected keyword argument 'temperature')"
+    )
 
 
 # ------------------------------------------------------------------ the whole run

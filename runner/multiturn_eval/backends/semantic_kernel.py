@@ -84,6 +84,7 @@ import functools
 import json
 import logging
 import os
+import re
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -164,8 +165,6 @@ TEXT_TYPES = frozenset(
         "application/sql",
     }
 )
-#: Anthropic stop reasons Semantic Kernel 1.45's connector has no mapping for (KeyError)
-_EXTRA_STOP_REASONS = ("stop_sequence", "pause_turn", "refusal", "model_context_window_exceeded")
 _SNIFF = 8192
 
 
@@ -292,11 +291,12 @@ def translate(
     if service == "anthropic":
         import anthropic
 
+        from .anthropic import DEFAULT_BASE_URL
         from .anthropic import translate as translate_anthropic
 
         sdk_error = _find(exc, (anthropic.APIError,))
-        if sdk_error is not None:
-            return translate_anthropic(sdk_error, base_url or "the default endpoint")  # type: ignore[arg-type]
+        if isinstance(sdk_error, anthropic.APIError):  # the same messages as backend: anthropic
+            return translate_anthropic(sdk_error, base_url or DEFAULT_BASE_URL)
     found = _find(exc, (openai.APIError, json.JSONDecodeError))
     if isinstance(found, openai.APIStatusError):
         body = found.body if isinstance(found.body, Mapping) else {}
@@ -317,10 +317,20 @@ def translate(
 
 
 def _sk_error_text(exc: BaseException) -> str:
-    """SK exceptions repeat their cause in args; keep the first line of the first message."""
+    """``Type: first line``, plus the root cause (SK wraps it and repeats it in its args)."""
     text = str(exc.args[0]).strip() if exc.args else str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    first = _CLASS_REPR.sub(r"\1", text.splitlines()[0]) if text else ""
+    out = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    root = exc
+    seen = {id(exc)}
+    while (cause := root.__cause__ or root.__context__) is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        root = cause
+    return out if root is exc else f"{out} ({error_text(root)})"
+
+
+#: ``<class 'pkg.mod.Name'>`` in Semantic Kernel's messages -> ``Name``
+_CLASS_REPR = re.compile(r"<class '(?:[\w.<>]+\.)?(\w+)'>")
 
 
 # ------------------------------------------------------------------------- usage
@@ -405,8 +415,9 @@ def _anthropic_classes() -> tuple[type[ChatCompletionClientBase], type[PromptExe
     here: it passes ``temperature`` (``top_p``, ``top_k``) as arguments of
     ``messages.create()``, which anthropic 2.14 no longer has (TypeError), so
     they are moved into ``extra_body``, where the API still reads them; and it
-    has no mapping for newer stop reasons (``refusal``, ``stop_sequence``,
-    ``pause_turn``, ``model_context_window_exceeded``: KeyError), which are added.
+    raises KeyError on stop reasons it has no mapping for (``refusal``,
+    ``stop_sequence``, ``pause_turn``, ``model_context_window_exceeded``), which
+    are mapped here (without touching Semantic Kernel's own table).
     """
     from semantic_kernel.connectors.ai.anthropic import (
         AnthropicChatCompletion,
@@ -415,11 +426,7 @@ def _anthropic_classes() -> tuple[type[ChatCompletionClientBase], type[PromptExe
     from semantic_kernel.connectors.ai.anthropic.services import anthropic_chat_completion as module
     from semantic_kernel.contents.utils.finish_reason import FinishReason
 
-    stop_map = module.ANTHROPIC_TO_SEMANTIC_KERNEL_FINISH_REASON_MAP
-    for reason in _EXTRA_STOP_REASONS:
-        stop_map.setdefault(
-            reason, FinishReason.CONTENT_FILTER if reason == "refusal" else FinishReason.STOP
-        )
+    known_stops = module.ANTHROPIC_TO_SEMANTIC_KERNEL_FINISH_REASON_MAP
 
     class _AnthropicSettings(AnthropicChatPromptExecutionSettings):
         def prepare_settings_dict(self, **kwargs: Any) -> dict[str, Any]:
@@ -432,6 +439,24 @@ def _anthropic_classes() -> tuple[type[ChatCompletionClientBase], type[PromptExe
     class _AnthropicService(AnthropicChatCompletion):
         def get_prompt_execution_settings_class(self) -> type[PromptExecutionSettings]:
             return _AnthropicSettings
+
+        def _create_chat_message_content(
+            self, response: Any, response_metadata: dict[str, Any]
+        ) -> ChatMessageContent:
+            stop = response.stop_reason
+            if stop is None or stop in known_stops:
+                message: ChatMessageContent = super()._create_chat_message_content(
+                    response, response_metadata
+                )
+                return message
+            # a stop reason SK does not know: build the message as for end_turn, keep the truth
+            as_known = response.model_copy(update={"stop_reason": "end_turn"})
+            message = super()._create_chat_message_content(as_known, response_metadata)
+            message.inner_content = response  # check_stop reads the real stop reason
+            message.finish_reason = (
+                FinishReason.CONTENT_FILTER if stop == "refusal" else FinishReason.STOP
+            )
+            return message
 
         async def _inner_get_chat_message_contents(
             self, chat_history: ChatHistory, settings: PromptExecutionSettings
