@@ -40,6 +40,8 @@ class RunSettings:
     report_dir: str = "multiturn-eval-report"
     format: tuple[str, ...] = REPORT_FORMATS
     sources: Mapping[str, Source] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """The environment as read once at start-up (API keys, base URLs for the backends)."""
 
 
 def parse_positive_int(text: str) -> int:
@@ -110,4 +112,4 @@ def resolve_settings(
         values[name], sources[name] = DEFAULTS[name], "default"
     if issues:
         raise ConfigError(issues)
-    return RunSettings(**values, sources=sources)
+    return RunSettings(**values, sources=sources, env=env)

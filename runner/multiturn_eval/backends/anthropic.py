@@ -303,7 +303,7 @@ class AnthropicBackend:
         assert isinstance(agent, AnthropicAgent)
         self.agent = agent
         if env is None:
-            env = getattr(settings, "env", None) or os.environ  # read once, here
+            env = settings.env or os.environ  # read once, at start-up (empty: built outside the CLI)
         api_key = agent.api_key or env.get("ANTHROPIC_API_KEY") or None
         auth_token = None if api_key else (env.get("ANTHROPIC_AUTH_TOKEN") or None)
         issues = _check_files(suite)
