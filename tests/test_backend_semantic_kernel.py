@@ -659,6 +659,21 @@ def test_azure_openai_without_a_key_is_a_config_error(harness: Harness, fake: Fa
     assert "AZURE_OPENAI_API_KEY" in str(info.value)
 
 
+def test_semantic_kernel_settings_it_reads_itself_are_config_errors(
+    harness: Harness, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "not a url")  # Semantic Kernel reads it itself
+    agent = AGENT.replace("service: openai", "service: azure-openai") + (
+        f"  base_url: {fake.azure_endpoint}\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        harness.backend(agent, env={"AZURE_OPENAI_API_KEY": API_KEY})
+    [issue] = info.value.issues
+    assert (issue.field, issue.line) == ("agent.service", 3)
+    assert "(endpoint: Input should be a valid URL" in issue.message
+    assert fake.requests == []
+
+
 def test_files_text_inlined_and_images_as_parts(harness: Harness, fake: FakeOpenAI) -> None:
     (harness.tmp_path / "notes.md").write_text("# Notes\nrevenue is up")
     (harness.tmp_path / "chart.png").write_bytes(PNG)

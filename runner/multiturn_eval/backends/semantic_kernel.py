@@ -112,6 +112,7 @@ from semantic_kernel.contents import (
     TextContent,
 )
 from semantic_kernel.contents.utils.author_role import AuthorRole
+from semantic_kernel.exceptions import ServiceInitializationError
 from semantic_kernel.filters import FilterTypes
 from semantic_kernel.functions import KernelArguments, KernelFunction, KernelPlugin
 from semantic_kernel.functions.function_result import FunctionResult
@@ -326,7 +327,15 @@ def _sk_error_text(exc: BaseException) -> str:
     while (cause := root.__cause__ or root.__context__) is not None and id(cause) not in seen:
         seen.add(id(cause))
         root = cause
-    return out if root is exc else f"{out} ({error_text(root)})"
+    if root is exc:
+        return out
+    if isinstance(root, ValidationError):
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+            for e in root.errors(include_url=False)
+        )
+        return f"{out} ({detail})"
+    return f"{out} ({error_text(root).splitlines()[0]})"
 
 
 #: ``<class 'pkg.mod.Name'>`` in Semantic Kernel's messages -> ``Name``
@@ -689,7 +698,19 @@ class SemanticKernelBackend:
         self.price = price_for(config.model, suite.suite.pricing)
         self.toolset = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
         self._client: Any = None
-        service = self._service(api_key, env, settings.turn_timeout)
+        try:
+            service = self._service(api_key, env, settings.turn_timeout)
+        except ServiceInitializationError as exc:  # e.g. a bad AZURE_OPENAI_* in the environment
+            raise ConfigError(
+                ConfigIssue(
+                    f"Semantic Kernel cannot set up the '{self.service_name}' service: "
+                    f"{_sk_error_text(exc)}; it also reads OPENAI_*, AZURE_OPENAI_* and "
+                    "ANTHROPIC_* variables and a .env file",
+                    file=suite.display_path,
+                    line=suite.document.line_of(("agent", "service")),
+                    field="agent.service",
+                )
+            ) from None
         kernel = Kernel()
         behavior = None
         if self.toolset:
