@@ -779,6 +779,29 @@ def test_anthropic_service_runs_tools_and_reports_cache_usage(
     assert {b["type"] for b in second[2]["content"]} == {"tool_result"}
 
 
+def test_anthropic_service_keeps_the_tools_defined_after_max_tool_rounds(
+    harness: Harness, fake_anthropic: fa.FakeAnthropic
+) -> None:
+    """A history with tool_use blocks needs tools defined: forbid them with tool_choice none."""
+    fake_anthropic.script(fa.tool_uses(("tools-lookup", {"key": "revenue"})), fa.text("206588"))
+    agent = (
+        AGENT.replace("service: openai", "service: anthropic").replace(
+            "gpt-4o-mini", "claude-haiku-4-5"
+        )
+        + "  max_tool_rounds: 1\n"
+    )
+    env = {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": fake_anthropic.url}
+    result = reply(harness.converse(harness.backend(agent, env=env), "revenue?")[0])
+    assert result.response == "206588"
+    assert list(result.warnings) == [
+        "reached max_tool_rounds = 1: asked for the final reply without tools"
+    ]
+    first, last = (r.body for r in fake_anthropic.messages_requests())
+    assert first["tool_choice"] == {"type": "auto"}
+    assert last["tool_choice"] == {"type": "none"}
+    assert [t["name"] for t in last["tools"]] == [t["name"] for t in first["tools"]]
+
+
 def test_an_error_inside_semantic_kernel_names_its_root_cause() -> None:
     from semantic_kernel.exceptions import ServiceResponseException
 

@@ -420,13 +420,15 @@ _BODY_ONLY = ("temperature", "top_p", "top_k")
 def _anthropic_classes() -> tuple[type[ChatCompletionClientBase], type[PromptExecutionSettings]]:
     """Semantic Kernel's Anthropic connector, metered, and fitted to ``anthropic>=2``.
 
-    Two incompatibilities of Semantic Kernel 1.45's connector are worked around
-    here: it passes ``temperature`` (``top_p``, ``top_k``) as arguments of
+    Incompatibilities of Semantic Kernel 1.45's connector worked around here:
+    it passes ``temperature`` (``top_p``, ``top_k``) as arguments of
     ``messages.create()``, which anthropic 2.14 no longer has (TypeError), so
     they are moved into ``extra_body``, where the API still reads them; and it
     raises KeyError on stop reasons it has no mapping for (``refusal``,
     ``stop_sequence``, ``pause_turn``, ``model_context_window_exceeded``), which
-    are mapped here (without touching Semantic Kernel's own table).
+    are mapped here (without touching Semantic Kernel's own table); and after
+    ``max_tool_rounds`` it sends the history's ``tool_use`` blocks without
+    ``tools``, which the API refuses, so the tools stay, with ``tool_choice: none``.
     """
     from semantic_kernel.connectors.ai.anthropic import (
         AnthropicChatCompletion,
@@ -438,6 +440,10 @@ def _anthropic_classes() -> tuple[type[ChatCompletionClientBase], type[PromptExe
     known_stops = module.ANTHROPIC_TO_SEMANTIC_KERNEL_FINISH_REASON_MAP
 
     class _AnthropicSettings(AnthropicChatPromptExecutionSettings):
+        # replaces SK's validator that bans {"type": "none"}, which the API takes
+        def validate_tool_choice(self) -> Any:  # type: ignore[override]
+            return self
+
         def prepare_settings_dict(self, **kwargs: Any) -> dict[str, Any]:
             data: dict[str, Any] = super().prepare_settings_dict(**kwargs)
             moved = {key: data.pop(key) for key in _BODY_ONLY if key in data}
@@ -448,6 +454,14 @@ def _anthropic_classes() -> tuple[type[ChatCompletionClientBase], type[PromptExe
     class _AnthropicService(AnthropicChatCompletion):
         def get_prompt_execution_settings_class(self) -> type[PromptExecutionSettings]:
             return _AnthropicSettings
+
+        def _reset_function_choice_settings(self, settings: PromptExecutionSettings) -> None:
+            # after max_tool_rounds SK drops the tools; a history with tool_use blocks needs
+            # them defined, so keep them and forbid their use instead
+            if getattr(settings, "tools", None):
+                settings.tool_choice = {"type": "none"}  # type: ignore[attr-defined]
+            else:
+                super()._reset_function_choice_settings(settings)
 
         def _create_chat_message_content(
             self, response: Any, response_metadata: dict[str, Any]
