@@ -893,6 +893,21 @@ def test_cli_run_reports_verdicts_and_tool_invocations(project: Project, fake: F
     assert API_KEY not in (result.report_dir / "report.json").read_text()
 
 
+def test_cli_reads_key_and_base_url_from_the_environment_and_never_reports_the_key(
+    project: Project, fake: FakeOpenAI
+) -> None:
+    fake.script(calls(ToolCall("tools-lookup", {"key": API_KEY})), text(f"echo {API_KEY}"))
+    project.write("suite.yaml", AGENT + CASES.replace("      - input: and the difference?\n", ""))
+    result = project.run(
+        "run", "suite.yaml", env={"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": fake.base_url}
+    )
+    assert result.code == 0, result.out + result.err
+    assert fake.chat_requests()[0].headers["authorization"] == f"Bearer {API_KEY}"
+    report = (result.report_dir / "report.json").read_text()
+    assert "echo " in report
+    assert API_KEY not in report + result.out + result.err
+
+
 def test_cli_401_stops_the_run_with_exit_3(project: Project, fake: FakeOpenAI) -> None:
     fake.api_key = "sk-the-real-key-0000"
     cases = "test_cases:\n" + "".join(f"  - name: c{i}\n    input: hi\n" for i in range(5))

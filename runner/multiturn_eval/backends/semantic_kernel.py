@@ -688,7 +688,7 @@ class SemanticKernelBackend:
         self.suite = suite
         self.service_name = config.service
         if env is None:
-            env = getattr(settings, "env", None) or os.environ  # read once, here
+            env = settings.env or os.environ  # read once at start-up (empty: not via the CLI)
         _quiet_logs()
         issues = self._file_issues()
         api_key, self.base_url = self._credentials(env)
