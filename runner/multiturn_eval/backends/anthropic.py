@@ -65,6 +65,7 @@ from ..retry import RetryPolicy, Sleep, TransientError, parse_retry_after, retry
 from ..suite import AnthropicAgent
 from ..tools import ToolSet
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
+from .files import PDF_TYPE, file_kind
 
 if TYPE_CHECKING:
     from ..loader import LoadedSuite
@@ -72,60 +73,12 @@ if TYPE_CHECKING:
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 
-IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
-PDF_TYPE = "application/pdf"
-TEXT_TYPES = frozenset(
-    {
-        "application/json",
-        "application/xml",
-        "application/yaml",
-        "application/x-yaml",
-        "application/toml",
-        "application/csv",
-        "application/x-ndjson",
-        "application/javascript",
-        "application/x-sh",
-        "application/sql",
-    }
-)
 #: the API's per-request limits (https://docs.claude.com/en/docs/build-with-claude/vision, /pdf-support)
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_PDF_BYTES = 32 * 1024 * 1024
-#: how much of a file is read to decide whether an unknown type is text
-_SNIFF = 8192
 
 
 # ------------------------------------------------------------------------------ files
-
-
-def file_kind(file: TurnFile) -> str | None:
-    """``image``, ``document`` (PDF) or ``text``; None when Claude cannot take it.
-
-    A file whose media type is unknown (``application/octet-stream``) counts as
-    text when its start decodes as UTF-8 without NUL bytes.
-    """
-    media_type = file.media_type.split(";")[0].strip().lower()
-    if media_type in IMAGE_TYPES:
-        return "image"
-    if media_type == PDF_TYPE:
-        return "document"
-    if media_type.startswith("text/") or media_type in TEXT_TYPES or media_type.endswith("+json"):
-        return "text"
-    if media_type == "application/octet-stream":
-        try:
-            with file.path.open("rb") as handle:
-                head = handle.read(_SNIFF)
-        except OSError:
-            return None
-        if b"\0" in head:
-            return None
-        try:
-            head.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if exc.start < len(head) - 4:  # not just a character cut at the sniff boundary
-                return None
-        return "text"
-    return None
 
 
 def file_problem(file: TurnFile) -> str | None:
@@ -303,7 +256,9 @@ class AnthropicBackend:
         assert isinstance(agent, AnthropicAgent)
         self.agent = agent
         if env is None:
-            env = settings.env or os.environ  # read once, at start-up (empty: built outside the CLI)
+            env = (
+                settings.env or os.environ
+            )  # read once, at start-up (empty: built outside the CLI)
         api_key = agent.api_key or env.get("ANTHROPIC_API_KEY") or None
         auth_token = None if api_key else (env.get("ANTHROPIC_AUTH_TOKEN") or None)
         issues = _check_files(suite)

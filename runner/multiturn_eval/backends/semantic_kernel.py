@@ -125,6 +125,7 @@ from ..retry import RetryPolicy, Sleep, TransientError, parse_retry_after, retry
 from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
+from .files import file_kind
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
@@ -150,47 +151,6 @@ ENV_VARS = {
 NO_KEY = "not-needed"
 #: the max_tokens Anthropic requires when the suite sets none (as Semantic Kernel's default)
 ANTHROPIC_MAX_TOKENS = 1024
-IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
-#: media types read as text besides text/* (the same list as the anthropic backend's)
-TEXT_TYPES = frozenset(
-    {
-        "application/json",
-        "application/xml",
-        "application/yaml",
-        "application/x-yaml",
-        "application/toml",
-        "application/csv",
-        "application/x-ndjson",
-        "application/javascript",
-        "application/x-sh",
-        "application/sql",
-    }
-)
-_SNIFF = 8192
-
-
-def file_kind(file: TurnFile) -> str | None:
-    """``image``, ``text``, or None (anything else). An unknown type whose start is UTF-8 is text."""
-    media_type = file.media_type.split(";")[0].strip().lower()
-    if media_type in IMAGE_TYPES:
-        return "image"
-    if media_type.startswith("text/") or media_type in TEXT_TYPES or media_type.endswith("+json"):
-        return "text"
-    if media_type == "application/octet-stream":
-        try:
-            with file.path.open("rb") as handle:
-                head = handle.read(_SNIFF)
-        except OSError:
-            return None
-        if b"\0" in head:
-            return None
-        try:
-            head.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if exc.start < len(head) - 4:  # not just a character cut at the sniff boundary
-                return None
-        return "text"
-    return None
 
 
 # ---------------------------------------------------------------------- per-turn state

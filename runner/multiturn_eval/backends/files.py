@@ -1,0 +1,55 @@
+"""Classifying the files a turn sends (``files:``), shared by the model backends."""
+
+from __future__ import annotations
+
+from ..types import TurnFile
+
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+PDF_TYPE = "application/pdf"
+#: media types read as text besides text/*
+TEXT_TYPES = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/toml",
+        "application/csv",
+        "application/x-ndjson",
+        "application/javascript",
+        "application/x-sh",
+        "application/sql",
+    }
+)
+#: how much of a file is read to decide whether an unknown type is text
+_SNIFF = 8192
+
+
+def file_kind(file: TurnFile) -> str | None:
+    """``image``, ``document`` (PDF) or ``text``; None for anything else.
+
+    A file whose media type is unknown (``application/octet-stream``) counts as
+    text when its start decodes as UTF-8 without NUL bytes.
+    """
+    media_type = file.media_type.split(";")[0].strip().lower()
+    if media_type in IMAGE_TYPES:
+        return "image"
+    if media_type == PDF_TYPE:
+        return "document"
+    if media_type.startswith("text/") or media_type in TEXT_TYPES or media_type.endswith("+json"):
+        return "text"
+    if media_type == "application/octet-stream":
+        try:
+            with file.path.open("rb") as handle:
+                head = handle.read(_SNIFF)
+        except OSError:
+            return None
+        if b"\0" in head:
+            return None
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < len(head) - 4:  # not just a character cut at the sniff boundary
+                return None
+        return "text"
+    return None
