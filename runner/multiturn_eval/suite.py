@@ -16,7 +16,6 @@ exact key (``test_cases[3].ground_truth``) rather than at its parent.
 
 from __future__ import annotations
 
-import datetime
 import difflib
 import re
 from collections.abc import Mapping
@@ -486,11 +485,7 @@ class SemanticKernelAgent(_AgentCommon):
     model: str
     base_url: str | None = None
     api_key: str | None = None
-    api_version: Annotated[
-        str | None,
-        # YAML reads an unquoted 2024-10-21 (as in SPEC 7) as a date; the API wants the text
-        BeforeValidator(lambda v: v.isoformat() if isinstance(v, datetime.date) else v),
-    ] = Field(default=None, description="azure-openai only.")
+    api_version: str | None = Field(default=None, description="azure-openai only.")
     max_tool_rounds: int = Field(default=10, ge=1)
     retry: RetryConfig = Field(default_factory=RetryConfig)
 
