@@ -490,12 +490,15 @@ def test_push_comments_only_with_always_and_finds_the_pr_of_the_commit(
 
 def test_secrets_never_reach_reports_summary_or_comment(runner: Runner, github: FakeGitHub) -> None:
     key = "sk-ant-api03-secretvalue-0123456789"
-    step = runner.run({"suite": "evals/leaky.yaml", "anthropic-api-key": key})
+    step = runner.run(
+        {"suite": "evals/leaky.yaml", "anthropic-api-key": key},
+        env={"ACTIONS_RUNTIME_TOKEN": "eyJruntime.token.value"},
+    )
     assert step.code == 1
     report_dir = runner.workspace / step.outputs["report-dir"]
-    # the agent saw the key (so it could leak it) but never the GitHub token
+    # the agent saw the key (so it could leak it) but never the GitHub or runtime token
     response = json.loads((report_dir / "report.json").read_text())["results"][0]["turns"][0]
-    assert response["response"] == "key=*** token=no-token"
+    assert response["response"] == "key=*** token=no-token runtime=no-runtime-token"
     for path in report_dir.iterdir():
         assert key not in path.read_text(encoding="utf-8"), path
     assert key not in step.summary and key not in comments(github)[0]["body"]

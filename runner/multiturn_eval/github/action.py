@@ -25,8 +25,9 @@ except that ``fail-on-failure: false`` turns 1 into 0.
 Secrets: the API key inputs and the token are masked in the log, redacted from
 every report file, the step summary, annotations and the comment, together
 with any environment variable whose name says it is a secret (``*_KEY``,
-``*TOKEN*``, ...). The token is removed from the environment the suites' own
-code (agents, tools, graders, ``install``) runs in.
+``*TOKEN*``, ...). The token (and the runner's ``ACTIONS_RUNTIME_TOKEN`` and
+``ACTIONS_ID_TOKEN_REQUEST_TOKEN``) are removed from the environment the
+suites' own code (agents, tools, graders, ``install``) runs in.
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ REPORT_FILES = {
 }
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _MIN_SECRET = 8
+#: credentials the suites' code has no use for, kept out of its environment (hygiene: the
+#: container's process table still has them; suites are code, run only code you trust)
+_WITHHELD = frozenset(
+    {env_name("github-token"), "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"}
+)
 
 
 @dataclass
@@ -198,7 +204,9 @@ class Action:
                 self.report_outputs(report, inputs)
             if code == EXIT_CONFIG and report is None:
                 self.summary_config_error()
-            elif report is not None:
+            elif report is None:
+                self.summary_no_report(code)
+            else:
                 self.step_summary(inputs)
                 self.failure_annotations(report, inputs)
             self.comment(inputs, report, code)
@@ -241,7 +249,7 @@ class Action:
 
     def run_env(self, inputs: ActionInputs) -> dict[str, str]:
         """The environment the suites' code runs in (also set as ``os.environ``)."""
-        env = {k: v for k, v in self.env.items() if k != env_name("github-token")}
+        env = {k: v for k, v in self.env.items() if k not in _WITHHELD}
         if inputs.anthropic_api_key:
             env["ANTHROPIC_API_KEY"] = inputs.anthropic_api_key
         if inputs.openai_api_key:
@@ -450,6 +458,16 @@ class Action:
             lines.append("See the step's log.")
         with contextlib.suppress(OSError):
             append_summary(self.context.summary_file, self.redact("\n".join(lines)) + "\n")
+
+    def summary_no_report(self, code: int) -> None:
+        if self.context.summary_file is None:
+            return
+        text = (
+            f"### ⚠️ multiturn-eval: no report was written (exit {code})\n\n"
+            "The run stopped before writing its reports; the step's log says why.\n"
+        )
+        with contextlib.suppress(OSError):
+            append_summary(self.context.summary_file, text)
 
     def failure_annotations(self, report: Report, inputs: ActionInputs) -> None:
         workdir = inputs.working_directory

