@@ -348,6 +348,19 @@ def test_rate_limits_are_waited_out(runner: Runner, github: FakeGitHub) -> None:
     assert len(github.calls("POST")) == 2 and len(github.calls("GET", "/comments$")) == 2
 
 
+def test_a_rate_limit_too_long_to_wait_for_is_a_warning_not_a_failure(
+    runner: Runner, github: FakeGitHub
+) -> None:
+    github.fail_next(
+        "POST", r"/issues/7/comments$", 429, headers={"retry-after": "3600"}, message="slow down"
+    )
+    step = runner.run({"suite": "evals/passing.yaml"})
+    assert step.code == 0, step.log
+    [warning] = step.annotations("warning")
+    assert "rate limited by GitHub" in warning.message and "3600 s" in warning.message
+    assert comments(github) == [] and step.outputs["comment-url"] == ""
+
+
 def test_a_body_github_finds_too_long_is_retried_shorter(
     runner: Runner, github: FakeGitHub
 ) -> None:

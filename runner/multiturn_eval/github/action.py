@@ -590,9 +590,11 @@ class Action:
         )
 
     def comment_failed(self, exc: Any) -> None:
+        from .client import RateLimited
+
         status = getattr(exc, "status", 0)
         message = self.redact(str(getattr(exc, "message", exc)))
-        if status in (401, 403, 404):
+        if status in (401, 403, 404) and not isinstance(exc, RateLimited):
             hint = (
                 "the token cannot write PR comments. Give the job `permissions: "
                 "pull-requests: write` (fork PRs never get it; see the README)"
