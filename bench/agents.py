@@ -33,3 +33,8 @@ def instant(ctx: CaseContext) -> Instant:
 
 def latent(ctx: CaseContext) -> Latent:
     return Latent(float(ctx.agent["options"].get("latency", 0.05)))
+
+
+async def latent_async(ctx: CaseContext) -> Latent:
+    """The same agent behind an async factory (called on the event loop, no thread hand-off)."""
+    return latent(ctx)

@@ -122,16 +122,19 @@ def phases(work: Path) -> None:
           f"({', '.join(f'{k} {v:.3f}' for k, v in timings.items())})")
 
 
-def scaling() -> None:
+def scaling(repeats: int = 3) -> None:
     print("scaling: 50 ms agent latency per turn, 4 turns; run phase = first session opened to last closed")
+    print("  (median of 3; sync factory = called in the thread pool, async factory = on the event loop)")
     for cases, parallel in ((16, 1), (256, 8), (256, 32), (256, 128)):
-        with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp)
-            write_suite(work / "suite.yaml", cases, 4, "bench.agents:latent", latency=0.05)
-            measured = run_phase(work, parallel)
-            ideal = math.ceil(cases / parallel) * 4 * 0.05
-            print(f"  {cases:>3} cases -p {parallel:<3}: run phase {measured:.3f} s, ideal {ideal:.3f} s, "
-                  f"+{(measured / ideal - 1) * 100:.1f}%")
+        ideal = math.ceil(cases / parallel) * 4 * 0.05
+        row = []
+        for factory in ("bench.agents:latent", "bench.agents:latent_async"):
+            with tempfile.TemporaryDirectory() as tmp:
+                work = Path(tmp)
+                write_suite(work / "suite.yaml", cases, 4, factory, latency=0.05)
+                measured = statistics.median(run_phase(work, parallel) for _ in range(repeats))
+            row.append(f"{measured:.3f} s (+{(measured / ideal - 1) * 100:.1f}%)")
+        print(f"  {cases:>3} cases -p {parallel:<3}: ideal {ideal:.3f} s; sync factory {row[0]}; async factory {row[1]}")
 
 
 def run_phase(work: Path, parallel: int) -> float:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import gc
 import os
 import re
@@ -77,6 +78,11 @@ class LoadedSuite:
     @property
     def base_dir(self) -> Path:
         return self.path.parent
+
+    @functools.cached_property
+    def agent_mapping(self) -> dict[str, Any]:
+        """The ``agent:`` block as plain data for CaseContext.agent (without the API key)."""
+        return self.suite.agent.model_dump(mode="json", exclude={"api_key"})
 
     def case_name(self, index: int) -> str:
         return self.suite.test_cases[index].name or f"test_case_{index}"

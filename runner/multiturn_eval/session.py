@@ -67,10 +67,9 @@ def effective_instructions(loaded: LoadedSuite, case: TestCase) -> str | None:
 
 def case_context(loaded: LoadedSuite, index: int) -> CaseContext:
     case = loaded.suite.test_cases[index]
-    agent = loaded.suite.agent.model_dump(mode="json", exclude={"api_key"})
     return CaseContext(
         test_case_name=loaded.case_name(index),
-        agent=read_only(agent),
+        agent=read_only(loaded.agent_mapping),
         instructions=effective_instructions(loaded, case),
         context=read_only(case.context),
     )

@@ -118,11 +118,27 @@ class _PythonSession:
             await self._call(close)
 
 
-def _accepts_files(fn: Callable[..., Any]) -> bool:
+def _accepts_files(send: Callable[..., Any]) -> bool:
+    """Whether ``send`` takes a second (files) argument."""
+    function = getattr(send, "__func__", None)
+    if function is None:  # not a bound method: inspect it as it is
+        return _takes_files(send, skip_self=False)
+    # every session of a suite usually has the same class: inspect its send() once
+    return _method_takes_files(function)
+
+
+@functools.lru_cache(maxsize=256)
+def _method_takes_files(function: Callable[..., Any]) -> bool:
+    return _takes_files(function, skip_self=True)
+
+
+def _takes_files(fn: Callable[..., Any], skip_self: bool) -> bool:
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return True
+    if skip_self:
+        params = params[1:]
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
         return True
     return len(params) >= 2
