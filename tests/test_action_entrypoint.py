@@ -552,6 +552,19 @@ def test_a_cancelled_job_still_leaves_reports_outputs_and_the_comment(
     assert "incomplete" in comment["body"]
 
 
+def test_an_agent_stuck_past_its_timeout_does_not_hold_the_step(runner: Runner) -> None:
+    (runner.workspace / "evals" / "stuck.yaml").write_text(
+        "agent: {backend: python, factory: 'agents.slow:make_blocking_session'}\n"
+        "execution: {turn_timeout: 0.5}\n"
+        "test_cases:\n  - {name: stuck, input: wait 600, ground_truth: done}\n"
+    )
+    step = runner.run({"suite": "evals/stuck.yaml", "comment": "never"})  # 180 s limit
+    assert step.code == 1, step.log
+    assert step.outputs["failed"] == "1"
+    [error] = step.annotations("error")
+    assert "timeout" in error.message.lower() or "timed out" in error.message.lower()
+
+
 # ---------------------------------------------------------------------- install
 
 

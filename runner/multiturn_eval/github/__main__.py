@@ -2,6 +2,9 @@
 
 import sys
 
+from ..cli import _exit_despite_stuck_threads
 from .action import main
 
-sys.exit(main())
+code = main()
+_exit_despite_stuck_threads(code)  # a sync agent stuck past its timeout must not hold the step
+sys.exit(code)
