@@ -77,8 +77,12 @@ def overhead(repeats: int = 3) -> None:
         wall = statistics.median(r[0] for r in runs)
         start = statistics.median(base)
         turns = 4000
-        print("overhead: 1,000 cases x 4 turns, zero-latency agent, 2 evaluators + 1 tool assertion per turn")
-        print(f"  end to end: {wall:.2f} s wall, {cpu:.2f} s CPU -> {cpu / turns * 1000:.3f} ms CPU per turn")
+        print(
+            "overhead: 1,000 cases x 4 turns, zero-latency agent, 2 evaluators + 1 tool assertion per turn"
+        )
+        print(
+            f"  end to end: {wall:.2f} s wall, {cpu:.2f} s CPU -> {cpu / turns * 1000:.3f} ms CPU per turn"
+        )
         print(f"  of which interpreter + imports (--version): {start:.2f} s CPU")
         print(f"  excluding start-up: {(cpu - start) / turns * 1000:.3f} ms CPU per turn")
         print(f"  peak RSS: {runs[-1][3] / 1024:.0f} MiB")
@@ -106,7 +110,13 @@ def phases(work: Path) -> None:
     t2 = time.process_time()
     asyncio.run(run_plan(state, backends))
     t3 = time.process_time()
-    report = build_report(["suite.yaml"], state.final_results(), started_at=now_iso(), started=time.perf_counter(), complete=True)
+    report = build_report(
+        ["suite.yaml"],
+        state.final_results(),
+        started_at=now_iso(),
+        started=time.perf_counter(),
+        complete=True,
+    )
     t4 = time.process_time()
     timings = {}
     for fmt in ("json", "junit", "markdown", "html"):
@@ -117,14 +127,20 @@ def phases(work: Path) -> None:
             continue
         timings[fmt] = time.process_time() - f0
     t5 = time.process_time()
-    print(f"  phases (CPU): imports {t1 - t0:.3f} s, load+validate {t2 - t1:.3f} s, run {t3 - t2:.3f} s "
-          f"({(t3 - t2) / 4:.3f} ms/turn), roll-up {t4 - t3:.3f} s, reports {t5 - t4:.3f} s "
-          f"({', '.join(f'{k} {v:.3f}' for k, v in timings.items())})")
+    print(
+        f"  phases (CPU): imports {t1 - t0:.3f} s, load+validate {t2 - t1:.3f} s, run {t3 - t2:.3f} s "
+        f"({(t3 - t2) / 4:.3f} ms/turn), roll-up {t4 - t3:.3f} s, reports {t5 - t4:.3f} s "
+        f"({', '.join(f'{k} {v:.3f}' for k, v in timings.items())})"
+    )
 
 
 def scaling(repeats: int = 3) -> None:
-    print("scaling: 50 ms agent latency per turn, 4 turns; run phase = first session opened to last closed")
-    print("  (median of 3; sync factory = called in the thread pool, async factory = on the event loop)")
+    print(
+        "scaling: 50 ms agent latency per turn, 4 turns; run phase = first session opened to last closed"
+    )
+    print(
+        "  (median of 3; sync factory = called in the thread pool, async factory = on the event loop)"
+    )
     for cases, parallel in ((16, 1), (256, 8), (256, 32), (256, 128)):
         ideal = math.ceil(cases / parallel) * 4 * 0.05
         row = []
@@ -134,7 +150,9 @@ def scaling(repeats: int = 3) -> None:
                 write_suite(work / "suite.yaml", cases, 4, factory, latency=0.05)
                 measured = statistics.median(run_phase(work, parallel) for _ in range(repeats))
             row.append(f"{measured:.3f} s (+{(measured / ideal - 1) * 100:.1f}%)")
-        print(f"  {cases:>3} cases -p {parallel:<3}: ideal {ideal:.3f} s; sync factory {row[0]}; async factory {row[1]}")
+        print(
+            f"  {cases:>3} cases -p {parallel:<3}: ideal {ideal:.3f} s; sync factory {row[0]}; async factory {row[1]}"
+        )
 
 
 def run_phase(work: Path, parallel: int) -> float:
@@ -155,7 +173,9 @@ asyncio.run(run_plan(state, backends))
 assert state.complete and state.max_in_flight == min({parallel}, len(plan[0].indices))
 print(state.last_session_closed - state.first_session_opened)
 """
-    out = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=work, capture_output=True, text=True, check=True
+    )
     return float(out.stdout.strip())
 
 
@@ -164,8 +184,10 @@ def validate() -> None:
         work = Path(tmp)
         write_suite(work / "suite.yaml", 1000, 4, "bench.agents:instant")
         runs = [run_cli(["validate", "suite.yaml"], work) for _ in range(5)]
-        print(f"validate, 1,000 cases x 4 turns: median {statistics.median(r[0] for r in runs):.3f} s wall "
-              f"({statistics.median(r[1] for r in runs):.3f} s CPU)")
+        print(
+            f"validate, 1,000 cases x 4 turns: median {statistics.median(r[0] for r in runs):.3f} s wall "
+            f"({statistics.median(r[1] for r in runs):.3f} s CPU)"
+        )
 
 
 def version() -> None:
@@ -177,7 +199,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("which", choices=["overhead", "scaling", "validate", "version", "all"])
     which = parser.parse_args().which
-    for name, fn in (("version", version), ("validate", validate), ("scaling", scaling), ("overhead", overhead)):
+    for name, fn in (
+        ("version", version),
+        ("validate", validate),
+        ("scaling", scaling),
+        ("overhead", overhead),
+    ):
         if which in (name, "all"):
             fn()
 
