@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from multiturn_eval.backends.anthropic import AnthropicBackend, AnthropicSession
 from multiturn_eval.errors import BackendError, ConfigError, FatalBackendError
@@ -23,6 +22,7 @@ from multiturn_eval.session import case_context
 from multiturn_eval.settings import RunSettings
 from multiturn_eval.suite import Suite
 from multiturn_eval.types import TurnFile, TurnReply
+from multiturn_eval.yaml_source import parse_yaml
 from tests import tool_funcs
 from tests.conftest import Project
 from tests.fakes.anthropic_server import (
@@ -733,6 +733,6 @@ def test_readme_backend_examples_are_valid_suites() -> None:
     blocks = [b for b in re.findall(r"```yaml\n(.*?)```", section, re.S) if "agent:" in b]
     assert len(blocks) >= 2
     for block in blocks:
-        data = yaml.safe_load(re.sub(r"\$\{\w+\}", "value", block))
+        data = parse_yaml(re.sub(r"\$\{\w+\}", "value", block)).data  # the loader's YAML rules
         data.setdefault("test_cases", [{"input": "hi"}])
         Suite.model_validate(data)
