@@ -255,10 +255,8 @@ class AnthropicBackend:
         agent = suite.suite.agent
         assert isinstance(agent, AnthropicAgent)
         self.agent = agent
-        if env is None:
-            env = (
-                settings.env or os.environ
-            )  # read once, at start-up (empty: built outside the CLI)
+        if env is None:  # the environment as read once at start-up (empty: built outside the CLI)
+            env = settings.env or os.environ
         api_key = agent.api_key or env.get("ANTHROPIC_API_KEY") or None
         auth_token = None if api_key else (env.get("ANTHROPIC_AUTH_TOKEN") or None)
         issues = _check_files(suite)

@@ -116,6 +116,13 @@ def evaluate_equality(spec: StandardEvaluation, response: str, ground_truth: str
             hints.append("strip_whitespace")
         if hints:
             reason += f"; it would pass with {' and '.join(hints)}: true"
+    return _standard_result(spec, passed, reason)
+
+
+def _standard_result(
+    spec: StandardEvaluation, passed: bool, reason: str, details: dict[str, Any] | None = None
+) -> MetricResult:
+    """Built-in evaluators are binary: score 1.0 or 0.0."""
     return MetricResult(
         metric_name=spec.metric_name,
         kind="standard",
@@ -123,6 +130,7 @@ def evaluate_equality(spec: StandardEvaluation, response: str, ground_truth: str
         threshold=spec.threshold,
         passed=passed,
         reason=reason,
+        details=details,
     )
 
 
@@ -149,19 +157,8 @@ def _candidates(number: ParsedNumber, spec: StandardEvaluation) -> list[tuple[fl
 def evaluate_numeric(spec: StandardEvaluation, response: str, ground_truth: str) -> MetricResult:
     expected = parse_ground_truth_number(ground_truth)
 
-    def result(passed: bool, reason: str, details: dict[str, Any] | None = None) -> MetricResult:
-        return MetricResult(
-            metric_name=spec.metric_name,
-            kind="standard",
-            score=1.0 if passed else 0.0,
-            threshold=spec.threshold,
-            passed=passed,
-            reason=reason,
-            details=details,
-        )
-
     if expected is None:  # the loader rejects this; kept for direct callers
-        return result(False, f"ground truth {ground_truth!r} is not a number")
+        return _standard_result(spec, False, f"ground truth {ground_truth!r} is not a number")
     pattern = _NUMBER_GROUPED if spec.accept_thousands_separators else _NUMBER_PLAIN
     stripped = response.strip().lstrip("$").strip()
     whole = _to_number(stripped) if pattern.fullmatch(stripped) else None
@@ -170,8 +167,8 @@ def evaluate_numeric(spec: StandardEvaluation, response: str, ground_truth: str)
     else:
         numbers = find_numbers(response, spec.accept_thousands_separators)
         if not numbers:
-            return result(
-                False, f"no number in the reply {_preview(response)}; expected {ground_truth}"
+            return _standard_result(
+                spec, False, f"no number in the reply {_preview(response)}; expected {ground_truth}"
             )
         used = numbers[-1]
         note = (
@@ -188,27 +185,25 @@ def evaluate_numeric(spec: StandardEvaluation, response: str, ground_truth: str)
         "tolerance": allowed,
     }
     for got_value, got_how in _candidates(used, spec):
-        for want_value, want_how in (
-            _candidates(expected, spec) if spec.accept_percent else [(expected.value, "")]
-        ):
+        for want_value, want_how in _candidates(expected, spec):
             if _within(got_value, want_value, spec):
-                return result(
+                return _standard_result(
+                    spec,
                     True,
                     f"used {used.text}{note}{got_how}: matches {ground_truth}{want_how} within {tolerance}",
                     details,
                 )
     off = used.value - expected.value
     reason = f"expected {ground_truth} ({tolerance}), got {used.text}{note}: off by {_fmt(off)}"
-    if not spec.accept_thousands_separators and _HAS_GROUPED.search(response):
-        grouped = _HAS_GROUPED.search(response)
-        assert grouped is not None
+    grouped = None if spec.accept_thousands_separators else _HAS_GROUPED.search(response)
+    if grouped is not None:
         reason += (
             f"; the reply writes thousands separators ({grouped.group(0)!r}): "
             "set accept_thousands_separators: true to read them"
         )
     elif not spec.accept_percent and (used.percent or expected.percent):
         reason += "; set accept_percent: true to compare percentages with fractions"
-    return result(False, reason, details)
+    return _standard_result(spec, False, reason, details)
 
 
 def evaluate_standard(spec: StandardEvaluation, response: str, ground_truth: str) -> MetricResult:
