@@ -636,20 +636,8 @@ class Action:
             if code != EXIT_CONFIG:
                 return None
             return self.config_error_body(inputs)
-        body = self.markdown(inputs.report_dir)
-        url = self.run_url()
-        if body is not None and url and url not in body:
-            body = self.render_with_links(report) or body
-        return body
-
-    def render_with_links(self, report: Report) -> str | None:
-        """summary.md again, with links to the run (the writer renders without the env)."""
-        try:
-            from ..reports.markdown import render_markdown
-
-            return self.redact(render_markdown(report, self.env))
-        except Exception:  # older renderer or a bug there: keep the file's text
-            return None
+        # summary.md already links to this run: the CLI rendered it with the GITHUB_* variables
+        return self.markdown(inputs.report_dir)
 
     def config_error_body(self, inputs: ActionInputs) -> str | None:
         """A comment saying the suites did not load (so a stale green comment does not stay)."""
