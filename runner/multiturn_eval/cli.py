@@ -27,10 +27,15 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._version import __version__
 from .errors import ConfigError, ConfigIssue
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+    from .results import CaseResult, Report
+    from .scheduler import OnResult, RunState
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -198,7 +203,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> in
     run_settings = plan[0].settings
     report_dir = Path(run_settings.report_dir)
     redact = Redactor(s for p in plan for s in p.loaded.secrets)
-    state = RunState(plan=[p for p in plan])
+    state = RunState(plan=plan)
     suite_paths = [p.loaded.display_path for p in plan]
     started_at, started = now_iso(), time.perf_counter()
     total = sum(len(p.indices) for p in plan)
@@ -225,7 +230,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> in
         ],
     )
 
-    def snapshot(default_reason: str = "still running when this snapshot was written") -> Any:
+    def snapshot(default_reason: str = "still running when this snapshot was written") -> Report:
         return build_report(
             suite_paths,
             state.final_results(default_reason),
@@ -240,7 +245,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> in
         ProgressWriter(report_dir, redact, snapshot) if "json" in run_settings.format else None
     )
 
-    def on_result(result: Any) -> None:
+    def on_result(result: CaseResult) -> None:
         console.case_finished(result)
         if progress is not None:
             progress.case_finished(result)
@@ -283,7 +288,9 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> in
     return EXIT_OK if report.summary.failed == 0 and report.summary.skipped == 0 else EXIT_FAILED
 
 
-async def _run_with_signals(state: Any, backends: Any, on_result: Any) -> None:
+async def _run_with_signals(
+    state: RunState, backends: Sequence[Backend], on_result: OnResult
+) -> None:
     """Run the plan; SIGINT/SIGTERM cancel it (the caller then reports what finished)."""
     from .scheduler import run_plan
 
