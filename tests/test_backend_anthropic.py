@@ -24,6 +24,7 @@ from multiturn_eval.suite import Suite
 from multiturn_eval.types import TurnFile, TurnReply
 from multiturn_eval.yaml_source import parse_yaml
 from tests import tool_funcs
+from tests.backend_harness import Clock, converse
 from tests.conftest import Project
 from tests.fakes.anthropic_server import (
     API_KEY,
@@ -72,14 +73,6 @@ test_cases:
 """
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
 @pytest.fixture
 def fake() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as server:
@@ -116,22 +109,7 @@ class Harness:
     ) -> list[TurnReply | BackendError]:
         """Send the messages as turns of one session (case 0); errors are values, as in the engine."""
 
-        async def run() -> list[TurnReply | BackendError]:
-            session = await backend.open_session(case_context(self.loaded, 0))
-            out: list[TurnReply | BackendError] = []
-            try:
-                for item in messages:
-                    message, files = item if isinstance(item, tuple) else (item, [])
-                    try:
-                        out.append(await session.send(message, files))
-                    except BackendError as exc:
-                        out.append(exc)
-            finally:
-                await session.close()
-                await backend.aclose()
-            return out
-
-        return asyncio.run(run())
+        return converse(backend, self.loaded, messages)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from multiturn_eval.retry import TransientError
 from multiturn_eval.session import case_context
 from multiturn_eval.settings import RunSettings
 from multiturn_eval.types import TurnFile, TurnReply
+from tests.backend_harness import Clock, converse
 from tests.conftest import Project
 from tests.fakes.http_agent import (
     AgentReply,
@@ -30,14 +31,6 @@ from tests.fakes.http_agent import (
 )
 
 TOKEN = "tok-s3cr3t-0123456789"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 @pytest.fixture
@@ -71,22 +64,7 @@ class Harness:
     def converse(
         self, backend: HttpBackend, *messages: str | tuple[str, list[TurnFile]], case: int = 0
     ) -> list[TurnReply | BackendError]:
-        async def run() -> list[TurnReply | BackendError]:
-            session = await backend.open_session(case_context(self.loaded, case))
-            out: list[TurnReply | BackendError] = []
-            try:
-                for item in messages:
-                    message, files = item if isinstance(item, tuple) else (item, [])
-                    try:
-                        out.append(await session.send(message, files))
-                    except BackendError as exc:
-                        out.append(exc)
-            finally:
-                await session.close()
-                await backend.aclose()
-            return out
-
-        return asyncio.run(run())
+        return converse(backend, self.loaded, messages, case)
 
 
 CASES = """\
