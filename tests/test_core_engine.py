@@ -56,8 +56,9 @@ test_cases:
     )
     result = project.run("run", "suite.yaml")
     assert result.code == 0, result.out
-    turns = result.report["results"][0]["turns"]
-    assert [t["response"] for t in turns] == ["1", "3", "6"]
+    [case_result] = result.report["results"]
+    assert [t["response"] for t in case_result["turns"]] == ["1", "3", "6"]
+    assert "response" not in case_result and "input" not in case_result  # only legacy cases flatten
 
 
 def test_turns_run_in_order_on_one_session(project: Project) -> None:
@@ -377,7 +378,7 @@ test_cases:
     result = project.run("run", "suite.yaml")
     assert result.code == 0
     [legacy] = result.report["results"]
-    assert "turns" not in legacy or legacy["turns"] is None
+    assert "turns" not in legacy  # SPEC 8: absent for legacy single-turn test cases
     assert (legacy["input"], legacy["response"], legacy["tools_matched"]) == ("hello", "hi", True)
     assert legacy["metric_results"][0]["passed"] is True
 
