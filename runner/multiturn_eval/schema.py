@@ -13,28 +13,26 @@ from typing import Any
 SCHEMA_BASE = "https://raw.githubusercontent.com/multiturn-eval/multiturn-eval/v1/schemas/"
 
 
+def _document(kind: str, title: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_BASE + f"{kind}.schema.json",
+        **schema,
+        "title": title,
+    }
+
+
 def suite_schema() -> dict[str, Any]:
     from .suite import Suite
 
-    schema = Suite.model_json_schema(mode="validation")
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_BASE + "suite.schema.json",
-        **schema,
-        "title": "multiturn-eval suite",
-    }
+    return _document("suite", "multiturn-eval suite", Suite.model_json_schema(mode="validation"))
 
 
 def report_schema() -> dict[str, Any]:
     from .results import Report
 
     schema = Report.model_json_schema(mode="serialization")
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_BASE + "report.schema.json",
-        **schema,
-        "title": "multiturn-eval report",
-    }
+    return _document("report", "multiturn-eval report", schema)
 
 
 SCHEMAS = {"suite": suite_schema, "report": report_schema}

@@ -82,6 +82,20 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def unanswered_turn(
+    loaded: LoadedSuite, case_index: int, turn_index: int, turn: Turn, **fields: Any
+) -> TurnResult:
+    """A failed turn that got no reply (an error, a skip, a case never run)."""
+    return TurnResult(
+        turn_index=turn_index,
+        line=loaded.turn_line(case_index, turn_index),
+        input=turn.input,
+        ground_truth=turn.ground_truth,
+        passed=False,
+        **fields,
+    )
+
+
 class CaseRunner:
     """Runs the test case at ``index`` of ``loaded`` on ``backend``."""
 
@@ -198,12 +212,11 @@ class CaseRunner:
 
     def _record_error(self, turn_index: int, turn: Turn, error: str, t0: float) -> None:
         self.results.append(
-            TurnResult(
-                turn_index=turn_index,
-                line=self.loaded.turn_line(self.index, turn_index),
-                input=turn.input,
-                ground_truth=turn.ground_truth,
-                passed=False,
+            unanswered_turn(
+                self.loaded,
+                self.index,
+                turn_index,
+                turn,
                 errors=[error],
                 infrastructure_error=True,
                 duration_ms=(time.perf_counter() - t0) * 1000,
@@ -214,12 +227,11 @@ class CaseRunner:
         for turn_index in range(len(self.results), len(self.turns)):
             turn = self.turns[turn_index]
             self.results.append(
-                TurnResult(
-                    turn_index=turn_index,
-                    line=self.loaded.turn_line(self.index, turn_index),
-                    input=turn.input,
-                    ground_truth=turn.ground_truth,
-                    passed=False,
+                unanswered_turn(
+                    self.loaded,
+                    self.index,
+                    turn_index,
+                    turn,
                     skipped=True,
                     errors=[f"skipped: {reason}"],
                 )
@@ -354,14 +366,7 @@ def build_case_result(
 def not_run_result(loaded: LoadedSuite, index: int, reason: str) -> CaseResult:
     """A test case that was never started (interrupted run, stopped run): every turn skipped."""
     turns = [
-        TurnResult(
-            turn_index=i,
-            line=loaded.turn_line(index, i),
-            input=turn.input,
-            ground_truth=turn.ground_truth,
-            passed=False,
-            skipped=True,
-        )
+        unanswered_turn(loaded, index, i, turn, skipped=True)
         for i, turn in enumerate(loaded.suite.test_cases[index].effective_turns())
     ]
     return build_case_result(loaded, index, turns, errors=[f"not run: {reason}"], skipped=True)
