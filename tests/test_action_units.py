@@ -9,9 +9,10 @@ from typing import Any, ClassVar
 
 import pytest
 
+from multiturn_eval.errors import GitHubError, InputError, RateLimited
 from multiturn_eval.github import action as action_module
 from multiturn_eval.github.annotations import rank_annotations
-from multiturn_eval.github.client import GitHubClient, GitHubError, RateLimited
+from multiturn_eval.github.client import GitHubClient
 from multiturn_eval.github.commands import Annotation, escape_data, escape_property, format_command
 from multiturn_eval.github.comment import (
     MAX_BODY,
@@ -23,7 +24,7 @@ from multiturn_eval.github.comment import (
     upsert_comment,
 )
 from multiturn_eval.github.files import append_summary, format_output, write_outputs
-from multiturn_eval.github.inputs import INPUTS, InputError, env_name, read_inputs
+from multiturn_eval.github.inputs import INPUTS, env_name, read_inputs
 from multiturn_eval.results import CaseResult, MetricResult, Report, RunInfo, TurnResult, summarize
 from tests.fakes.github_api import (
     FakeGitHub,

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from multiturn_eval.backends.http import HttpBackend, display_url
-from multiturn_eval.errors import BackendError, FatalBackendError
+from multiturn_eval.case_runner import case_context
+from multiturn_eval.errors import BackendError, FatalBackendError, TransientError
 from multiturn_eval.loader import load_suite
-from multiturn_eval.retry import TransientError
-from multiturn_eval.session import case_context
 from multiturn_eval.settings import RunSettings
 from multiturn_eval.types import TurnFile, TurnReply
 from tests.backend_harness import Clock, converse

@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 
 from multiturn_eval.backends.semantic_kernel import SemanticKernelBackend
-from multiturn_eval.errors import BackendError, ConfigError, FatalBackendError
+from multiturn_eval.case_runner import case_context
+from multiturn_eval.errors import BackendError, ConfigError, FatalBackendError, TransientError
 from multiturn_eval.loader import load_suite
-from multiturn_eval.retry import TransientError
-from multiturn_eval.session import case_context
 from multiturn_eval.settings import RunSettings
 from multiturn_eval.types import TurnFile, TurnReply
 from tests import tool_funcs

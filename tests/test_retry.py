@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from multiturn_eval.errors import BackendError, FatalBackendError
-from multiturn_eval.retry import RetryPolicy, TransientError, parse_retry_after, retry_note
+from multiturn_eval.errors import BackendError, FatalBackendError, TransientError
+from multiturn_eval.retry import RetryPolicy, parse_retry_after, retry_note
 from multiturn_eval.suite import RetryConfig
 
 

@@ -1,24 +1,40 @@
-"""The exception tree of multiturn-eval.
+"""The exception tree of multiturn-eval: every exception type the runner defines.
 
 ::
 
     MultiturnEvalError                  base of everything raised on purpose
     ├── ConfigError                     bad suite / CLI / environment input (exit 2)
     │     carries a list of ConfigIssue (file, line, test case, field path, message)
+    ├── YamlSyntaxError                 a suite file is not YAML (the loader makes it a ConfigError)
+    ├── InputError                      bad GitHub Action input (exit 2); a list of InputProblem
+    ├── ReportFormatError               a report.json that cannot be read back (exit 2)
     ├── BackendError                    one agent call failed; says whether to retry
     │   ├── SessionError                the session may be broken (public API)
+    │   ├── TransientError              worth retrying (429, 529, 5xx, dropped connection)
     │   └── FatalBackendError           nothing will work (bad API key): stop the run (exit 3)
-    └── TurnTimeout                     a turn ran past ``turn_timeout``
+    ├── TurnTimeout                     a turn ran past ``turn_timeout``
+    ├── FatalRunError                   carries a case's result out of the case runner when
+    │                                   the whole run must stop (after a FatalBackendError)
+    ├── ToolError                       the suite's Python tools
+    │   ├── ToolDefinitionError         a callable cannot be a tool (a configuration error)
+    │   ├── ToolArgumentError           the model's arguments do not fit (the model is told)
+    │   └── UnknownToolError            the model called a tool the suite does not offer
+    └── GitHubError                     the GitHub REST API refused or failed a request
+        └── RateLimited                 ... because of a rate limit
 
 Only ``ConfigError`` and real bugs propagate out of a run: everything a backend
 or a grader raises is turned into a value (an error string on the turn) by
-:mod:`multiturn_eval.session`.
+:mod:`multiturn_eval.case_runner`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .results import CaseResult
 
 
 class MultiturnEvalError(Exception):
@@ -107,3 +123,91 @@ class FatalBackendError(BackendError):
 
 class TurnTimeout(MultiturnEvalError):
     """A turn did not complete within ``turn_timeout`` seconds."""
+
+
+class YamlSyntaxError(MultiturnEvalError):
+    """A suite file that YAML cannot parse; ``line`` is 1-based where known."""
+
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+@dataclass(frozen=True)
+class InputProblem:
+    """One bad GitHub Action input."""
+
+    input: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"input '{self.input}': {self.message}"
+
+
+class InputError(MultiturnEvalError):
+    """The action's inputs are invalid (exit 2, one annotation per problem)."""
+
+    def __init__(self, problems: list[InputProblem]) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems
+
+
+class ReportFormatError(MultiturnEvalError):
+    """A ``report.json`` that is not one this version can read (another major schema, not JSON)."""
+
+
+class TransientError(BackendError):
+    """A failure worth retrying; ``retry_after`` is the server's requested wait, if any."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message, retryable=True, status_code=status_code)
+        self.retry_after = retry_after
+
+
+class FatalRunError(MultiturnEvalError):
+    """Raised out of the case runner when the whole run must stop; carries the case's result."""
+
+    def __init__(self, result: CaseResult, message: str) -> None:
+        super().__init__(message)
+        self.result = result
+        self.message = message
+
+
+class ToolError(MultiturnEvalError):
+    """Base of the errors about the suite's Python tools."""
+
+
+class ToolDefinitionError(ToolError, ValueError):
+    """A callable cannot be offered as a tool (reported as a configuration error)."""
+
+
+class ToolArgumentError(ToolError, ValueError):
+    """The model's arguments do not fit the tool's parameters (the model is told why)."""
+
+
+class UnknownToolError(ToolError, LookupError):
+    """The model called a tool the suite does not offer."""
+
+
+class GitHubError(MultiturnEvalError):
+    """A GitHub REST API request failed; ``status`` is 0 when no HTTP answer came."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None):
+        super().__init__(f"HTTP {status}: {message}" if status else message)
+        self.status = status
+        self.message = message
+        self.headers = dict(headers or {})
+
+    @property
+    def too_long(self) -> bool:
+        return self.status == 422 and "too long" in self.message.lower()
+
+
+class RateLimited(GitHubError):
+    """GitHub's primary or secondary rate limit."""

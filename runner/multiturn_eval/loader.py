@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError, ConfigIssue
+from .errors import ConfigError, ConfigIssue, YamlSyntaxError
 from .grading.evaluators import parse_ground_truth_number
 from .imports import add_import_paths, resolve_callable
 from .suite import (
@@ -45,7 +45,7 @@ from .suite import (
     Turn,
 )
 from .tools import tool_definition_issues
-from .yaml_source import Path_, YamlDocument, YamlSyntaxError, parse_yaml
+from .yaml_source import Path_, YamlDocument, parse_yaml
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)

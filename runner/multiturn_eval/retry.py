@@ -49,20 +49,6 @@ Sleep = Callable[[float], Awaitable[None]]
 OnRetry = Callable[[BackendError, int, float], None]
 
 
-class TransientError(BackendError):
-    """A failure worth retrying; ``retry_after`` is the server's requested wait, if any."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after: float | None = None,
-        status_code: int | None = None,
-    ) -> None:
-        super().__init__(message, retryable=True, status_code=status_code)
-        self.retry_after = retry_after
-
-
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date).
 

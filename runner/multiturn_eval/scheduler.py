@@ -20,9 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .backends.base import Backend
+from .case_runner import CaseRunner, not_run_result
+from .errors import FatalRunError
 from .loader import LoadedSuite
 from .results import CaseResult
-from .session import CaseRunner, FatalRunError, not_run_result
 from .settings import RunSettings
 
 

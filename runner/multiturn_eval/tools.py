@@ -74,7 +74,13 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import PydanticJsonSchemaWarning
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .errors import ConfigError, ConfigIssue
+from .errors import (
+    ConfigError,
+    ConfigIssue,
+    ToolArgumentError,
+    ToolDefinitionError,
+    UnknownToolError,
+)
 from .types import CaseContext, ToolInvocation
 
 if TYPE_CHECKING:
@@ -95,18 +101,6 @@ __all__ = [
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: how much of a bad argument value an error message quotes
 _QUOTE = 80
-
-
-class ToolDefinitionError(ValueError):
-    """A callable cannot be offered as a tool (reported as a configuration error)."""
-
-
-class ToolArgumentError(ValueError):
-    """The model's arguments do not fit the tool's parameters (the model is told why)."""
-
-
-class UnknownToolError(LookupError):
-    """The model called a tool the suite does not offer."""
 
 
 # ------------------------------------------------------------------------- docstrings

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from .errors import YamlSyntaxError
+
 Path_ = tuple[Any, ...]
 """A field path: mapping keys (usually str) and list indexes."""
 
@@ -36,12 +38,6 @@ _Loader.add_implicit_resolver(
     re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
     list("tTfF"),
 )
-
-
-class YamlSyntaxError(Exception):
-    def __init__(self, message: str, line: int | None) -> None:
-        super().__init__(message)
-        self.line = line
 
 
 @dataclass

@@ -59,9 +59,9 @@ from typing import TYPE_CHECKING, Any
 
 import anthropic
 
-from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError
+from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError, TransientError
 from ..pricing import price_for
-from ..retry import RetryPolicy, Sleep, TransientError, parse_retry_after, retry_note
+from ..retry import RetryPolicy, Sleep, parse_retry_after, retry_note
 from ..suite import AnthropicAgent
 from ..tools import ToolSet
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply

@@ -53,9 +53,9 @@ import httpx2
 from pydantic import BaseModel, ValidationError
 
 from .._version import __version__
-from ..errors import BackendError, FatalBackendError
+from ..errors import BackendError, FatalBackendError, TransientError
 from ..reports.redact import Redactor
-from ..retry import RetryPolicy, Sleep, TransientError, parse_retry_after, retry_note
+from ..retry import RetryPolicy, Sleep, parse_retry_after, retry_note
 from ..suite import HttpAgent
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 

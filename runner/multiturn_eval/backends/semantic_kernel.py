@@ -119,9 +119,9 @@ from semantic_kernel.functions.function_result import FunctionResult
 from semantic_kernel.functions.kernel_function_metadata import KernelFunctionMetadata
 from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
 
-from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError
+from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError, TransientError
 from ..pricing import price_for
-from ..retry import RetryPolicy, Sleep, TransientError, parse_retry_after, retry_note
+from ..retry import RetryPolicy, Sleep, parse_retry_after, retry_note
 from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply

@@ -45,14 +45,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import ConfigError, ConfigIssue
+from ..errors import ConfigError, ConfigIssue, GitHubError, InputError, RateLimited
 from ..reports.redact import Redactor
 from ..results import Report
 from .annotations import rank_annotations
 from .commands import ANNOTATIONS_PER_STEP, Annotation, Log, clean
 from .comment import PullRequestRef, pull_request_from_event, pull_request_of_commit, upsert_comment
 from .files import append_summary, write_outputs
-from .inputs import SECRET_INPUTS, ActionInputs, InputError, env_name, raw_input, read_inputs
+from .inputs import SECRET_INPUTS, ActionInputs, env_name, raw_input, read_inputs
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INCOMPLETE = 0, 1, 2, 3
 OUTPUTS = (
@@ -555,7 +555,7 @@ class Action:
                 )
             )
             return
-        from .client import GitHubClient, GitHubError
+        from .client import GitHubClient
 
         client = GitHubClient(self.context.api_url, inputs.github_token)
         try:
@@ -590,8 +590,6 @@ class Action:
         )
 
     def comment_failed(self, exc: Any) -> None:
-        from .client import RateLimited
-
         status = getattr(exc, "status", 0)
         message = self.redact(str(getattr(exc, "message", exc)))
         if status in (401, 403, 404) and not isinstance(exc, RateLimited):

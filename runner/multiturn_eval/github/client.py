@@ -26,24 +26,9 @@ from email.message import Message
 from typing import Any
 
 from .._version import __version__
+from ..errors import GitHubError, RateLimited
 
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
-
-
-class GitHubError(Exception):
-    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None):
-        super().__init__(f"HTTP {status}: {message}" if status else message)
-        self.status = status
-        self.message = message
-        self.headers = dict(headers or {})
-
-    @property
-    def too_long(self) -> bool:
-        return self.status == 422 and "too long" in self.message.lower()
-
-
-class RateLimited(GitHubError):
-    pass
 
 
 def _message_of(body: bytes) -> str:

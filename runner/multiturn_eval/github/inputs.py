@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from ..errors import InputError, InputProblem
 from ..settings import parse_positive_int
 
 CommentMode = Literal["auto", "always", "never"]
@@ -56,21 +57,6 @@ _ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tar.bz2")
 
 def env_name(name: str) -> str:
     return "INPUT_" + name.replace(" ", "_").upper()
-
-
-@dataclass(frozen=True)
-class InputProblem:
-    input: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"input '{self.input}': {self.message}"
-
-
-class InputError(Exception):
-    def __init__(self, problems: list[InputProblem]) -> None:
-        super().__init__("\n".join(str(p) for p in problems))
-        self.problems = problems
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import BackendError, FatalBackendError, SessionError
+from .errors import BackendError, FatalBackendError, FatalRunError, SessionError
 from .grading.evaluators import evaluate_standard, run_code_grader
 from .grading.matchers import check_tools
 from .results import (
@@ -49,15 +49,6 @@ MAX_CONSECUTIVE_SESSION_ERRORS = 2
 CLOSE_TIMEOUT = 10.0
 #: the same while the run is being interrupted
 INTERRUPTED_CLOSE_TIMEOUT = 2.0
-
-
-class FatalRunError(Exception):
-    """Raised out of :func:`run_case` when the whole run must stop; carries the case's result."""
-
-    def __init__(self, result: CaseResult, message: str) -> None:
-        super().__init__(message)
-        self.result = result
-        self.message = message
 
 
 def effective_instructions(loaded: LoadedSuite, case: TestCase) -> str | None:
