@@ -8,7 +8,7 @@ golden files; review the diff before committing it.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,16 @@ GITHUB_ENV = {
     "GITHUB_RUN_ID": "4242",
     "GITHUB_RUN_ATTEMPT": "1",
 }
+
+
+def with_github(report: Report, env: Mapping[str, str]) -> Report:
+    """``report`` as made in the GitHub Actions run the ``GITHUB_*`` variables of ``env`` name."""
+    from multiturn_eval.environment import RunEnvironment
+    from multiturn_eval.reports.writer import github_run
+
+    copy = report.model_copy(deep=True)
+    copy.run.github = github_run(RunEnvironment.from_mapping(env))
+    return copy
 
 
 def check_golden(name: str, text: str) -> None:

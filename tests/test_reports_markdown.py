@@ -38,6 +38,7 @@ from .reports_fixtures import (
     report,
     sample_report,
     turn,
+    with_github,
 )
 
 RUN_URL = "https://github.com/acme/agents/actions/runs/4242"
@@ -159,7 +160,7 @@ def check_well_formed(markdown: str, *, links: set[str] | None = None) -> Page:
 
 
 def test_golden_sample_with_github_links() -> None:
-    markdown = render_markdown(sample_report(), GITHUB_ENV)
+    markdown = render_markdown(with_github(sample_report(), GITHUB_ENV))
     check_golden("summary.md", markdown)
     check_well_formed(markdown, links=OUR_LINKS)
 
@@ -263,9 +264,9 @@ def test_interrupted_run_says_so_and_counts_not_run() -> None:
 def test_links_to_the_run_and_its_artifacts_only_with_github_variables() -> None:
     rep = sample_report()
     assert "https://" not in render_markdown(rep)
-    page = Page(gfm(render_markdown(rep, GITHUB_ENV)))
+    page = Page(gfm(render_markdown(with_github(rep, GITHUB_ENV))))
     assert set(page.hrefs) == OUR_LINKS
-    retried = render_markdown(rep, {**GITHUB_ENV, "GITHUB_RUN_ATTEMPT": "2"})
+    retried = render_markdown(with_github(rep, {**GITHUB_ENV, "GITHUB_RUN_ATTEMPT": "2"}))
     assert f"({RUN_URL}/attempts/2#artifacts)" in retried
 
 
@@ -278,7 +279,7 @@ def test_links_to_the_run_and_its_artifacts_only_with_github_variables() -> None
     ],
 )
 def test_odd_github_variables_make_no_link(bad: dict[str, str]) -> None:
-    markdown = render_markdown(sample_report(), {**GITHUB_ENV, **bad})
+    markdown = render_markdown(with_github(sample_report(), {**GITHUB_ENV, **bad}))
     assert "](" not in markdown
     check_well_formed(markdown)
 
@@ -349,7 +350,7 @@ def hostile_report(payload: str) -> Report:
 
 @pytest.mark.parametrize("payload", CORPUS, ids=range(len(CORPUS)))
 def test_hostile_text_cannot_break_out(payload: str) -> None:
-    markdown = render_markdown(hostile_report(payload), GITHUB_ENV)
+    markdown = render_markdown(with_github(hostile_report(payload), GITHUB_ENV))
     page = check_well_formed(markdown, links=OUR_LINKS)
     # the turn table still has its three turn rows, whatever the payload held
     turn_tables = [t for t in page.tables if t.header == 5 and t.rows[0][0] == "1 ❌"]
@@ -391,7 +392,7 @@ def test_rtl_text_and_emoji_survive() -> None:
 
 
 def test_two_thousand_failures_stay_under_the_limit() -> None:
-    markdown = render_markdown(failing_report(2000), GITHUB_ENV)
+    markdown = render_markdown(with_github(failing_report(2000), GITHUB_ENV))
     page = check_well_formed(markdown, links=OUR_LINKS)
     assert len(markdown) < 60_000
     assert markdown.splitlines()[1] == "### ❌ multiturn-eval: 2,000 of 2,000 test cases failed"
@@ -453,7 +454,9 @@ def test_secrets_are_redacted_before_escaping_could_split_them(tmp_path: Path) -
 
 
 def test_writer_passes_the_environment_to_the_markdown(tmp_path: Path) -> None:
-    written = write_reports(sample_report(), tmp_path, ["markdown"], Redactor(), GITHUB_ENV)
+    written = write_reports(
+        with_github(sample_report(), GITHUB_ENV), tmp_path, ["markdown"], Redactor()
+    )
     assert RUN_URL in written["markdown"].read_text(encoding="utf-8")
 
 

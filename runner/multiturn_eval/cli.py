@@ -1,7 +1,8 @@
 """Command line: argv -> settings -> run -> reports -> exit code.
 
-The only module that calls ``sys.exit`` and reads ``os.environ`` (once, passed
-down as a mapping). Exit codes (pytest-like, one meaning each):
+With ``github/action.py``, the only module that reads ``os.environ`` (once,
+into a :class:`~.environment.RunEnvironment` passed down); the only one that
+calls ``sys.exit``. The run itself is :func:`multiturn_eval.run.run_suites`. Exit codes (pytest-like, one meaning each):
 
 ==  =====================================================================
 0   every selected test case passed
@@ -15,29 +16,30 @@ down as a mapping). Exit codes (pytest-like, one meaning each):
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import gc
-import glob
 import os
-import signal
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from ._version import __version__
-from .errors import ConfigError, ConfigIssue
+from .environment import RunEnvironment
+from .errors import ConfigError
+from .interrupts import Interrupted, InterruptGuard
+from .run import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    RunOptions,
+    expand_suites,
+    run_suites,
+)
 
-if TYPE_CHECKING:
-    from .backends.base import Backend
-    from .results import CaseResult, Report
-    from .scheduler import OnResult, RunState
-
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INCOMPLETE = 0, 1, 2, 3
+__all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_INCOMPLETE", "EXIT_OK", "expand_suites", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,12 +51,13 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from .settings import parse_formats, parse_positive_float, parse_positive_int
 
-    def typed(parse: Any, what: str) -> Any:
+    def typed(parse: Any) -> Any:
+        # argparse names the option itself ("argument -p/--parallel-test-cases: ...")
         def convert(text: str) -> Any:
             try:
                 return parse(text)
             except ValueError as exc:
-                raise argparse.ArgumentTypeError(f"{what}: {exc}") from None
+                raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
         return convert
 
@@ -70,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "-p",
         "--parallel-test-cases",
-        type=typed(parse_positive_int, "-p"),
+        type=typed(parse_positive_int),
         metavar="N",
         help="test cases in flight at once (default 1)",
     )
@@ -82,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--format",
-        type=typed(parse_formats, "--format"),
+        type=typed(parse_formats),
         metavar="LIST",
         help="comma-separated: json,junit,markdown,html (default all)",
     )
@@ -101,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--turn-timeout",
-        type=typed(parse_positive_float, "--turn-timeout"),
+        type=typed(parse_positive_float),
         metavar="S",
         help="seconds one turn may take (default 120)",
     )
@@ -121,23 +124,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def expand_suites(patterns: Sequence[str]) -> list[Path]:
-    """Paths as given; a pattern with wildcards that names no file is globbed."""
-    paths: list[Path] = []
-    issues: list[ConfigIssue] = []
-    for pattern in patterns:
-        if any(ch in pattern for ch in "*?[") and not Path(pattern).exists():
-            matches = sorted(glob.glob(pattern, recursive=True))  # noqa: PTH207 - absolute patterns too
-            if not matches:
-                issues.append(ConfigIssue(f"no suite file matches {pattern!r}"))
-            paths.extend(Path(m) for m in matches)
-        else:
-            paths.append(Path(pattern))
-    if issues:
-        raise ConfigError(issues)
-    return list(dict.fromkeys(paths))
-
-
 def _print_config_error(exc: ConfigError, stream: TextIO) -> None:
     count = len(exc.issues)
     stream.write(f"multiturn-eval: configuration error{'s' if count != 1 else ''} ({count}):\n")
@@ -148,11 +134,11 @@ def _print_config_error(exc: ConfigError, stream: TextIO) -> None:
 # ---------------------------------------------------------------------------- commands
 
 
-def cmd_validate(paths: Sequence[str], env: Mapping[str, str], out: TextIO) -> int:
+def cmd_validate(paths: Sequence[str], environment: RunEnvironment, out: TextIO) -> int:
     from .backends.base import backend_issue
     from .loader import load_suites
 
-    suites = load_suites(expand_suites(paths), env)
+    suites = load_suites(expand_suites(paths), environment.variables)
     issues = [issue for s in suites if (issue := backend_issue(s)) is not None]
     if issues:
         raise ConfigError(issues)
@@ -165,168 +151,44 @@ def cmd_validate(paths: Sequence[str], env: Mapping[str, str], out: TextIO) -> i
     return EXIT_OK
 
 
-def cmd_run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> int:
-    from .backends.base import create_backend
-    from .loader import load_suites
-    from .reports.console import Console
-    from .reports.redact import Redactor
-    from .reports.writer import ProgressWriter, build_report, now_iso, write_reports
-    from .scheduler import PlannedSuite, RunState, Selection
-    from .settings import resolve_settings
-
-    suites = load_suites(expand_suites(args.suites), env)
-    cli_values = {
-        "parallel_test_cases": args.parallel_test_cases,
-        "turn_timeout": args.turn_timeout,
-        "report_dir": args.report_dir,
-        "format": args.format,
-    }
-    selection = Selection(pattern=args.filter, tags=tuple(args.tag))
-    plan: list[PlannedSuite] = []
-    errors: list[ConfigError] = []
-    for loaded in suites:
-        try:
-            settings = resolve_settings(cli_values, env, loaded.suite.execution)
-        except ConfigError as exc:
-            errors.append(exc)
-            continue
-        plan.append(PlannedSuite(loaded, settings, selection.select(loaded)))
-    if errors:
-        raise ConfigError.merge(errors[:1])  # the environment is shared: one copy of its errors
-    if not any(p.indices for p in plan):
-        raise ConfigError(ConfigIssue("no test case matches the given -k/--tag selection"))
-    backends = [create_backend(p.loaded, p.settings) for p in plan]  # a missing SDK: exit 2 here
-    # The suites live for the whole run: keep the garbage collector from re-scanning them
-    # on every collection (about 20% of the run phase's CPU with 1,000 test cases).
-    gc.freeze()
-
-    run_settings = plan[0].settings
-    report_dir = Path(run_settings.report_dir)
-    redact = Redactor(s for p in plan for s in p.loaded.secrets)
-    state = RunState(plan=plan)
-    suite_paths = [p.loaded.display_path for p in plan]
-    started_at, started = now_iso(), time.perf_counter()
-    total = sum(len(p.indices) for p in plan)
-    verbosity = -1 if args.quiet else (1 if args.verbose else 0)
-    console = Console(
-        total,
-        stream=out,
-        verbosity=verbosity,
-        github_actions=env.get("GITHUB_ACTIONS") == "true",
-        redact=redact,
-        color=False if env.get("NO_COLOR") else None,
-    )
-    for loaded in suites:
-        for warning in loaded.warnings:
-            console.write(f"warning: {warning}")
-    console.start(
-        suite_paths,
-        [
-            f"{p.loaded.display_path}: "
-            + ", ".join(
-                f"{k}={getattr(p.settings, k)!r} ({src})" for k, src in p.settings.sources.items()
-            )
-            for p in plan
-        ],
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The ``run`` command's options as the pipeline takes them."""
+    return RunOptions(
+        parallel_test_cases=args.parallel_test_cases,
+        turn_timeout=args.turn_timeout,
+        report_dir=args.report_dir,
+        formats=args.format,
+        pattern=args.filter,
+        tags=tuple(args.tag),
+        verbosity=-1 if args.quiet else (1 if args.verbose else 0),
     )
 
-    def snapshot(default_reason: str = "still running when this snapshot was written") -> Report:
-        return build_report(
-            suite_paths,
-            state.final_results(default_reason),
-            started_at=started_at,
-            started=started,
-            complete=False,
-            stop_reason=state.stop_reason or "in progress",
-            env=env,
+
+def cmd_run(
+    args: argparse.Namespace,
+    environment: RunEnvironment,
+    out: TextIO,
+    guard: InterruptGuard | None = None,
+) -> int:
+    outcome = run_suites(args.suites, run_options(args), environment, stream=out, guard=guard)
+    if outcome.write_error is not None:
+        sys.stderr.write(f"multiturn-eval: {outcome.write_error}\n")
+    if outcome.internal_error is not None:
+        sys.stderr.write(
+            outcome.redactor("".join(traceback.format_exception(outcome.internal_error)))
         )
-
-    progress = (
-        ProgressWriter(report_dir, redact, snapshot) if "json" in run_settings.format else None
-    )
-
-    def on_result(result: CaseResult) -> None:
-        console.case_finished(result)
-        if progress is not None:
-            progress.case_finished(result)
-
-    internal_error: BaseException | None = None
-    try:
-        asyncio.run(_run_with_signals(state, backends, on_result))
-    except KeyboardInterrupt:
-        state.stop_reason = state.stop_reason or "interrupted by SIGINT"
-    except Exception as exc:  # a bug: still write what finished, then show the traceback
-        internal_error = exc
-        state.stop_reason = f"internal error: {type(exc).__name__}: {exc}"
-
-    if progress is not None:
-        progress.close()
-    complete = state.complete
-    report = build_report(
-        suite_paths,
-        state.final_results(),
-        started_at=started_at,
-        started=started,
-        complete=complete,
-        stop_reason=None if complete else state.stop_reason,
-        env=env,
-    )
-    try:
-        written = write_reports(report, report_dir, run_settings.format, redact, env)
-    except OSError as exc:
-        console.write(f"multiturn-eval: cannot write reports to {report_dir}: {exc}")
-        return EXIT_INCOMPLETE
-    except Exception:  # a bug in a renderer must not look like "tests failed" (exit 1)
-        console.write("multiturn-eval: internal error while writing the reports")
-        traceback.print_exc(file=sys.stderr)
-        return EXIT_INCOMPLETE
-    console.finish(report, {k: str(v) for k, v in written.items()})
-    if internal_error is not None:
-        traceback.print_exception(internal_error, file=sys.stderr)
-    if not complete:
-        return EXIT_INCOMPLETE
-    return EXIT_OK if report.summary.failed == 0 and report.summary.skipped == 0 else EXIT_FAILED
+    return outcome.exit_code
 
 
-async def _run_with_signals(
-    state: RunState, backends: Sequence[Backend], on_result: OnResult
-) -> None:
-    """Run the plan; SIGINT/SIGTERM cancel it (the caller then reports what finished)."""
-    from .scheduler import run_plan
-
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-
-    def stop(signame: str) -> None:
-        if state.stop_reason is None:
-            state.stop_reason = f"interrupted by {signame}"
-            task.cancel()
-        else:  # a second signal: stop waiting for sessions to close
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-            raise KeyboardInterrupt
-
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop, sig.name)
-            installed.append(sig)
-    try:
-        await run_plan(state, backends, on_result)
-    except asyncio.CancelledError:
-        if state.stop_reason is None:
-            raise
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-
-
-def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    """Entry point; returns the exit code (``sys.exit`` is called only from ``__main__``)."""
+def main(
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    guard: InterruptGuard | None = None,
+) -> int:
+    """Entry point; returns the exit code (``sys.exit`` is called only from :func:`entry`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    env = dict(os.environ) if env is None else env
+    environment = RunEnvironment.from_mapping(os.environ if env is None else env)
     out = sys.stdout
     try:
         if args.command == "schema":
@@ -335,11 +197,14 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             out.write(render(args.kind))
             return EXIT_OK
         if args.command == "validate":
-            return cmd_validate(args.suites, env, out)
-        return cmd_run(args, env, out)
+            return cmd_validate(args.suites, environment, out)
+        return cmd_run(args, environment, out, guard)
     except ConfigError as exc:
         _print_config_error(exc, sys.stderr)
         return EXIT_CONFIG
+    except Interrupted as exc:
+        sys.stderr.write(f"multiturn-eval: {exc}\n")
+        return EXIT_INCOMPLETE
 
 
 def _exit_despite_stuck_threads(code: int, grace: float = 1.0) -> None:
@@ -363,14 +228,38 @@ def _exit_despite_stuck_threads(code: int, grace: float = 1.0) -> None:
         os._exit(code)
 
 
-def entry() -> None:
+def _quiet_closed_stdout() -> None:
+    """``multiturn-eval run ... | head``: once the reader has gone, write nothing more.
+
+    The console stops writing at the first broken pipe (the run goes on, and
+    its exit code is the verdict's); this points stdout at /dev/null so that
+    the interpreter's own flush at exit cannot fail either.
+    """
     try:
-        code = main()
-    except KeyboardInterrupt:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+
+
+def entry() -> None:
+    # First of all: SIGINT/SIGTERM are ours from here on (exit 3, reports of what finished).
+    guard = InterruptGuard()
+    guard.install()
+    try:
+        code = main(guard=guard)
+    except (KeyboardInterrupt, Interrupted):
         code = EXIT_INCOMPLETE
     except Exception:  # an uncaught bug exits 3, never 1 ("a test case failed")
-        traceback.print_exc(file=sys.stderr)
+        from .secrets import Redactor, secrets_in
+
+        redact = Redactor(secrets_in(os.environ))
+        sys.stderr.write(redact(traceback.format_exc()))
         code = EXIT_INCOMPLETE
+    guard.uninstall()
+    _quiet_closed_stdout()
     _exit_despite_stuck_threads(code)
     sys.exit(code)
 

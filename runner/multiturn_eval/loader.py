@@ -22,7 +22,6 @@ import contextlib
 import difflib
 import functools
 import gc
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 from .errors import ConfigError, ConfigIssue, YamlSyntaxError
 from .grading.evaluators import parse_ground_truth_number
 from .imports import add_import_paths, resolve_callable
+from .secrets import is_secret_name, is_secret_value
 from .suite import (
     AT_PATH_ERROR,
     UNION_TAGS,
@@ -48,9 +48,6 @@ from .tools import tool_definition_issues
 from .yaml_source import Path_, YamlDocument, parse_yaml
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
-#: secrets shorter than this are not redacted (they would blank out ordinary words)
-MIN_SECRET_LENGTH = 6
 
 
 @dataclass
@@ -277,7 +274,7 @@ def _substitute(
             issues.append(locator.issue(path, f"environment variable {name} is not set"))
             return ""
         replacement = env[name]
-        if (secret_field or _SECRET_NAME.search(name)) and len(replacement) >= MIN_SECRET_LENGTH:
+        if (secret_field or is_secret_name(name)) and is_secret_value(replacement):
             secrets.add(replacement)
         return replacement
 
@@ -298,9 +295,11 @@ def _read(path: Path) -> str:
         raise ConfigError(ConfigIssue(f"cannot read: {exc}", file=str(path))) from None
 
 
-def load_suite(path: Path, env: Mapping[str, str] | None = None) -> LoadedSuite:
-    """Load and validate one suite file; raise ConfigError with all its problems."""
-    env = os.environ if env is None else env
+def load_suite(path: Path, env: Mapping[str, str]) -> LoadedSuite:
+    """Load and validate one suite file; raise ConfigError with all its problems.
+
+    ``env`` is the environment as the entry point read it (for ``${VAR}``).
+    """
     shown = display_path(path)
     text = _read(path)
     try:
@@ -436,7 +435,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def load_suites(paths: Sequence[Path], env: Mapping[str, str] | None = None) -> list[LoadedSuite]:
+def load_suites(paths: Sequence[Path], env: Mapping[str, str]) -> list[LoadedSuite]:
     """Load every file; raise one ConfigError listing the problems of all of them."""
     loaded: list[LoadedSuite] = []
     errors: list[ConfigError] = []

@@ -186,6 +186,18 @@ class Summary(_Model):
     metrics: dict[str, MetricSummary] = Field(default_factory=dict)
 
 
+class GitHubRun(_Model):
+    """The GitHub Actions run that produced a report (renderers link to it).
+
+    Absent from ``report.json`` outside GitHub Actions.
+    """
+
+    server_url: str
+    repository: str
+    run_id: str
+    run_attempt: str | None = None
+
+
 class RunInfo(_Model):
     suites: list[str]
     started_at: str
@@ -198,6 +210,8 @@ class RunInfo(_Model):
     """multiturn-eval version that produced the report."""
     stop_reason: str | None = None
     """Why the run did not complete (interrupted, authentication failure, ...)."""
+    github: GitHubRun | None = None
+    """The workflow run, when the report was made in GitHub Actions."""
 
 
 class Report(_Model):

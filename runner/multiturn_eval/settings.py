@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .environment import RunEnvironment
 from .errors import ConfigError, ConfigIssue
 from .suite import ExecutionConfig
 
@@ -40,20 +41,31 @@ class RunSettings:
     report_dir: str = "multiturn-eval-report"
     format: tuple[str, ...] = REPORT_FORMATS
     sources: Mapping[str, Source] = field(default_factory=dict)
-    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    environment: RunEnvironment = field(default_factory=RunEnvironment, repr=False)
     """The environment as read once at start-up (API keys, base URLs for the backends)."""
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The environment's variables (what a backend looks up by name)."""
+        return self.environment.variables
 
 
 def parse_positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError("must be a whole number from 1 to 1024") from None
     if not 1 <= value <= 1024:
         raise ValueError("must be a whole number from 1 to 1024")
     return value
 
 
 def parse_positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError("must be a number of seconds > 0") from None
+    if not value > 0:  # NaN too
         raise ValueError("must be a number of seconds > 0")
     return value
 
@@ -81,13 +93,16 @@ _SUITE_SETTINGS = ("parallel_test_cases", "turn_timeout")
 
 def resolve_settings(
     cli: Mapping[str, Any],
-    env: Mapping[str, str],
+    environment: RunEnvironment | Mapping[str, str],
     suite: ExecutionConfig | None = None,
 ) -> RunSettings:
     """Apply the precedence chain; a bad environment value is a ConfigError naming it.
 
     ``cli`` holds only the options given on the command line (None means not given).
     """
+    if not isinstance(environment, RunEnvironment):
+        environment = RunEnvironment.from_mapping(environment)
+    env = environment.variables
     values: dict[str, Any] = {}
     sources: dict[str, Source] = {}
     issues: list[ConfigIssue] = []
@@ -112,4 +127,4 @@ def resolve_settings(
         values[name], sources[name] = DEFAULTS[name], "default"
     if issues:
         raise ConfigError(issues)
-    return RunSettings(**values, sources=sources, env=env)
+    return RunSettings(**values, sources=sources, environment=environment)

@@ -1,19 +1,22 @@
 """The GitHub Action: inputs -> install -> run -> outputs, summary, annotations, comment.
 
 ``entrypoint.sh`` runs ``python -m multiturn_eval.github``, which calls
-:func:`main` with the process environment. Order of work:
+:func:`main` with the process environment (read here once, as the CLI does).
+This module is the I/O shell; what to say and do is decided by the pure
+functions of :mod:`.decisions`. Order of work:
 
 1. read the action environment and the inputs; a bad input is an ``::error::``
    naming it and exit 2, before anything runs;
 2. ``install`` the suite's own requirements (``pip install``; a failure is exit 2);
-3. run the suites in-process with the CLI's ``run`` command (no second
-   interpreter start-up), from ``working-directory``, with the workspace and
-   the working directory on ``sys.path``; everything the run prints sits
-   between ``::stop-commands::`` lines so agent text cannot be read as a
-   workflow command;
-4. from ``report.json``: outputs to ``$GITHUB_OUTPUT``, ``summary.md`` to
-   ``$GITHUB_STEP_SUMMARY``, at most 10 error annotations at the YAML lines of
-   the failing turns, then a notice pointing at the summary;
+3. run the suites in-process with :func:`multiturn_eval.run.run_suites` (no
+   second interpreter, no argv round trip), from ``working-directory``, with
+   the workspace and the working directory on ``sys.path``; everything the run
+   prints sits between ``::stop-commands::`` lines so agent text cannot be read
+   as a workflow command;
+4. from the run's report (in memory; nothing is read back from disk): outputs
+   to ``$GITHUB_OUTPUT``, ``summary.md`` as written to ``$GITHUB_STEP_SUMMARY``,
+   at most 10 error annotations at the YAML lines of the failing turns, then a
+   notice pointing at the summary;
 5. the sticky PR comment (:mod:`.comment`); a comment that cannot be written
    is a notice or warning, never a failed step;
 6. the report directory is handed to the workspace's owner (the container runs
@@ -22,10 +25,11 @@
 Exit status: the CLI's (0 passed, 1 failed, 2 configuration, 3 incomplete),
 except that ``fail-on-failure: false`` turns 1 into 0.
 
-Secrets: the API key inputs and the token are masked in the log, redacted from
-every report file, the step summary, annotations and the comment, together
-with any environment variable whose name says it is a secret (``*_KEY``,
-``*TOKEN*``, ...). The token (and the runner's ``ACTIONS_RUNTIME_TOKEN`` and
+Secrets (one rule, :mod:`multiturn_eval.secrets`): the API key inputs and the
+token are masked in the log; they, every environment variable whose name says
+it is a secret, and every secret the suites and backends use are redacted from
+every report file, the step summary, annotations and the comment. The token
+(and the runner's ``ACTIONS_RUNTIME_TOKEN`` and
 ``ACTIONS_ID_TOKEN_REQUEST_TOKEN``) are removed from the environment the
 suites' own code (agents, tools, graders, ``install``) runs in.
 """
@@ -35,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -43,38 +46,22 @@ import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from ..environment import GitHubContext, RunEnvironment
 from ..errors import ConfigError, ConfigIssue, GitHubError, InputError, RateLimited
-from ..reports.redact import Redactor
-from ..results import Report
-from .annotations import rank_annotations
+from ..secrets import Redactor, is_secret_value, secrets_in
+from . import decisions
 from .commands import ANNOTATIONS_PER_STEP, Annotation, Log, clean
 from .comment import PullRequestRef, pull_request_from_event, pull_request_of_commit, upsert_comment
+from .decisions import EXIT_CONFIG, EXIT_INCOMPLETE, OUTPUTS
 from .files import append_summary, write_outputs
 from .inputs import SECRET_INPUTS, ActionInputs, env_name, raw_input, read_inputs
 
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INCOMPLETE = 0, 1, 2, 3
-OUTPUTS = (
-    "total",
-    "passed",
-    "failed",
-    "pass-rate",
-    "report-dir",
-    "json-report",
-    "junit-report",
-    "markdown-report",
-    "html-report",
-    "comment-url",
-)
-REPORT_FILES = {
-    "json-report": "report.json",
-    "junit-report": "junit.xml",
-    "markdown-report": "summary.md",
-    "html-report": "report.html",
-}
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-_MIN_SECRET = 8
+if TYPE_CHECKING:
+    from ..results import Report
+    from ..run import RunOutcome
+
 #: credentials the suites' code has no use for, kept out of its environment (hygiene: the
 #: container's process table still has them; suites are code, run only code you trust)
 _WITHHELD = frozenset(
@@ -87,44 +74,28 @@ class ActionEnv:
     """What the runner tells the action about the workflow run (read once)."""
 
     workspace: Path
-    event_name: str = ""
+    github: GitHubContext = field(default_factory=GitHubContext)
     event: Mapping[str, Any] = field(default_factory=dict)
-    repository: str = ""
-    api_url: str = "https://api.github.com"
-    server_url: str = "https://github.com"
-    sha: str = ""
-    output_file: Path | None = None
-    summary_file: Path | None = None
 
     @classmethod
-    def read(cls, env: Mapping[str, str]) -> ActionEnv:
+    def read(cls, environment: RunEnvironment) -> ActionEnv:
+        github = environment.github
         event: Any = {}
-        event_path = env.get("GITHUB_EVENT_PATH", "")
-        if event_path:
+        if github.event_path is not None:
             with contextlib.suppress(OSError, ValueError):
-                event = json.loads(Path(event_path).read_text(encoding="utf-8"))
+                event = json.loads(github.event_path.read_text(encoding="utf-8"))
         return cls(
-            workspace=Path(env.get("GITHUB_WORKSPACE") or Path.cwd()),
-            event_name=env.get("GITHUB_EVENT_NAME", ""),
+            workspace=github.workspace or Path.cwd(),
+            github=github,
             event=event if isinstance(event, dict) else {},
-            repository=env.get("GITHUB_REPOSITORY", ""),
-            api_url=env.get("GITHUB_API_URL") or "https://api.github.com",
-            server_url=env.get("GITHUB_SERVER_URL") or "https://github.com",
-            sha=env.get("GITHUB_SHA", ""),
-            output_file=Path(env["GITHUB_OUTPUT"]) if env.get("GITHUB_OUTPUT") else None,
-            summary_file=(
-                Path(env["GITHUB_STEP_SUMMARY"]) if env.get("GITHUB_STEP_SUMMARY") else None
-            ),
         )
 
 
 def collect_secrets(env: Mapping[str, str]) -> list[str]:
     """Values never to show: secret inputs, and variables whose names say they are secret."""
     found = [raw_input(env, name) for name in SECRET_INPUTS]
-    for name, value in env.items():
-        if _SECRET_NAME.search(name) and len(value.strip()) >= _MIN_SECRET:
-            found.append(value.strip())
-    return [s for s in dict.fromkeys(found) if len(s) >= _MIN_SECRET]
+    found += secrets_in(env)
+    return [s for s in dict.fromkeys(found) if is_secret_value(s)]
 
 
 def workspace_path(path: Path, workspace: Path) -> str:
@@ -138,8 +109,9 @@ def workspace_path(path: Path, workspace: Path) -> str:
 class Action:
     def __init__(self, env: Mapping[str, str], stdout: TextIO) -> None:
         self.env = dict(env)
+        self.environment = RunEnvironment.from_mapping(self.env)
         self.log = Log(stdout)
-        self.context = ActionEnv.read(self.env)
+        self.context = ActionEnv.read(self.environment)
         self.workspace = self.context.workspace.resolve()
         self.redact = Redactor(collect_secrets(self.env))
         self.outputs: dict[str, str] = dict.fromkeys(OUTPUTS, "")
@@ -198,27 +170,37 @@ class Action:
         handback = _first_missing(inputs.report_dir, self.workspace)
         self.remove_stale_reports(inputs.report_dir)
         try:
-            code = self.install_and_run(inputs)
-            report = self.read_report(inputs)
+            code, outcome = self.install_and_run(inputs)
+            report = outcome.report if outcome is not None else None
+            markdown = outcome.markdown if outcome is not None else None
+            written = (
+                {fmt: self.rel(path) for fmt, path in outcome.written.items()} if outcome else {}
+            )
+            self.outputs.update(decisions.report_outputs(report, written))
+            self.step_summary(
+                decisions.step_summary(
+                    report, markdown, code, self.config_issues, self.outputs["report-dir"]
+                )
+            )
             if report is not None:
-                self.report_outputs(report, inputs)
-            if code == EXIT_CONFIG and report is None:
-                self.summary_config_error()
-            elif report is None:
-                self.summary_no_report(code)
-            else:
-                self.step_summary(inputs)
-                self.failure_annotations(report, inputs)
-            self.comment(inputs, report, code)
+                workdir = inputs.working_directory
+                for annotation in decisions.failure_annotations(
+                    report,
+                    lambda suite: self.suite_file(workdir, suite),
+                    self.errors_left,
+                    self.outputs["report-dir"],
+                ):
+                    self.annotate(annotation)
+            self.comment(inputs, report, markdown, code)
         finally:
             self.finish_outputs()
             hand_back(handback, self.workspace)
-        if code == EXIT_FAILED and not inputs.fail_on_failure:
+        final = decisions.final_exit_code(code, inputs.fail_on_failure)
+        if final != code:
             self.log.line(
                 "multiturn-eval: test cases failed, but fail-on-failure is false: the step passes"
             )
-            return EXIT_OK
-        return code
+        return final
 
     def remove_stale_reports(self, report_dir: Path) -> None:
         """Reports of an earlier run in this workspace must not pass for this run's.
@@ -262,7 +244,7 @@ class Action:
         env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
         return env
 
-    def install_and_run(self, inputs: ActionInputs) -> int:
+    def install_and_run(self, inputs: ActionInputs) -> tuple[int, RunOutcome | None]:
         env = self.run_env(inputs)
         for name in set(os.environ) - set(env):
             del os.environ[name]
@@ -273,7 +255,7 @@ class Action:
             if str(path) not in sys.path:
                 sys.path.insert(0, str(path))
         if inputs.install and not self.install(inputs):
-            return EXIT_CONFIG
+            return EXIT_CONFIG, None
         return self.run_suites(inputs, env)
 
     def install(self, inputs: ActionInputs) -> bool:
@@ -323,42 +305,46 @@ class Action:
         importlib.invalidate_caches()
         return True
 
-    def cli_argv(self, inputs: ActionInputs) -> list[str]:
-        argv = [
-            "run",
-            "-o",
-            os.path.relpath(inputs.report_dir, inputs.working_directory),
-            "--format",
-            "json,junit,markdown,html",
-        ]
-        if inputs.parallel_test_cases is not None:
-            argv += ["-p", str(inputs.parallel_test_cases)]
-        if inputs.filter:
-            argv += ["-k", inputs.filter]
-        for tag in inputs.tags:
-            argv += ["--tag", tag]
-        return [*argv, "--", *inputs.suites]
+    def run_suites(
+        self, inputs: ActionInputs, env: Mapping[str, str]
+    ) -> tuple[int, RunOutcome | None]:
+        from ..run import RunOptions, run_suites
 
-    def run_suites(self, inputs: ActionInputs, env: dict[str, str]) -> int:
-        from .. import cli
-
-        argv = self.cli_argv(inputs)
+        options = RunOptions(
+            parallel_test_cases=inputs.parallel_test_cases,
+            report_dir=os.path.relpath(inputs.report_dir, inputs.working_directory),
+            formats=("json", "junit", "markdown", "html"),
+            pattern=inputs.filter or None,
+            tags=tuple(inputs.tags),
+        )
         config_error: ConfigError | None = None
         crash: BaseException | None = None
+        outcome: RunOutcome | None = None
         with self.log.commands_stopped():
             try:
-                args = cli.build_parser().parse_args(argv)
-                code = cli.cmd_run(args, env, self.log.stream)
+                outcome = run_suites(
+                    inputs.suites,
+                    options,
+                    RunEnvironment.from_mapping(env),
+                    stream=self.log.stream,
+                    secrets=self.redact.secrets,
+                )
+                code = outcome.exit_code
+                self.redact = outcome.redactor.with_secrets(self.redact.secrets)
             except ConfigError as exc:
                 config_error, code = exc, EXIT_CONFIG
-            except SystemExit as exc:  # argparse: a usage error was printed
-                code = exc.code if isinstance(exc.code, int) else EXIT_CONFIG
             except KeyboardInterrupt:
                 code = EXIT_INCOMPLETE
                 self.log.line("multiturn-eval: interrupted")
             except Exception as exc:  # a bug: say so, exit 3 (never 1)
                 crash, code = exc, EXIT_INCOMPLETE
                 self.log.line(self.redact("".join(traceback.format_exception(exc))))
+            if outcome is not None:
+                if outcome.write_error is not None:
+                    self.log.line(self.redact(f"multiturn-eval: {outcome.write_error}"))
+                if outcome.internal_error is not None:
+                    crash = outcome.internal_error
+                    self.log.line(self.redact("".join(traceback.format_exception(crash))))
             if config_error is not None:
                 count = len(config_error.issues)
                 self.log.line(
@@ -370,7 +356,8 @@ class Action:
             signal.signal(signal.SIGTERM, _terminate)
         self.config_issues = config_error.issues if config_error else []
         for issue in self.config_issues:
-            self.annotate(self.issue_annotation(issue, inputs))
+            file = self.suite_file(inputs.working_directory, issue.file) if issue.file else None
+            self.annotate(decisions.issue_annotation(issue, file))
         if crash is not None:
             self.annotate(
                 Annotation(
@@ -379,209 +366,74 @@ class Action:
                     title="multiturn-eval crashed",
                 )
             )
-        elif code == EXIT_CONFIG and config_error is None:
-            self.annotate(
-                Annotation(
-                    "error", "configuration or usage error; see the log", title="multiturn-eval"
-                )
-            )
-        return code
+        return code, outcome
 
-    def issue_annotation(self, issue: ConfigIssue, inputs: ActionInputs) -> Annotation:
-        file = self.suite_file(inputs.working_directory, issue.file) if issue.file else None
-        where = " ".join(p for p in (issue.test_case, issue.field) if p)
-        return Annotation(
-            "error",
-            f"{where}: {issue.message}" if where else issue.message,
-            title="multiturn-eval: configuration error",
-            file=file,
-            line=issue.line if file else None,
-        )
-
-    def read_report(self, inputs: ActionInputs) -> Report | None:
-        """report.json (after redacting every report file), or None when there is none."""
-        files = sorted(inputs.report_dir.rglob("*")) if inputs.report_dir.is_dir() else []
-        for path in files:
-            if not path.is_file() or path.is_symlink():
-                continue
-            with contextlib.suppress(OSError, UnicodeDecodeError):
-                text = path.read_text(encoding="utf-8")
-                redacted = self.redact(text)
-                if redacted != text:
-                    path.write_text(redacted, encoding="utf-8")
-        try:
-            return Report.model_validate_json(
-                (inputs.report_dir / "report.json").read_text(encoding="utf-8")
-            )
-        except (OSError, ValueError):
-            return None
-
-    def report_outputs(self, report: Report, inputs: ActionInputs) -> None:
-        s = report.summary
-        self.outputs.update(
-            {
-                "total": str(s.total),
-                "passed": str(s.passed),
-                "failed": str(s.failed),
-                "pass-rate": "" if s.pass_rate is None else f"{round(s.pass_rate, 4):g}",
-            }
-        )
-        for output, name in REPORT_FILES.items():
-            path = inputs.report_dir / name
-            if path.is_file():
-                self.outputs[output] = self.rel(path)
-
-    def markdown(self, report_dir: Path) -> str | None:
-        try:
-            return self.redact((report_dir / "summary.md").read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError):
-            return None
-
-    def step_summary(self, inputs: ActionInputs) -> None:
-        if self.context.summary_file is None:
+    def step_summary(self, text: str) -> None:
+        if self.context.github.summary_file is None:
             return
-        body = self.markdown(inputs.report_dir)
-        if body is None:
-            body = (
-                "### multiturn-eval\n\n"
-                f"No `summary.md` was written; see `{self.outputs['report-dir']}`.\n"
-            )
         with contextlib.suppress(OSError):
-            append_summary(self.context.summary_file, body)
-
-    def summary_config_error(self) -> None:
-        if self.context.summary_file is None:
-            return
-        lines = ["### ❌ multiturn-eval: configuration error (no agent was called)", ""]
-        lines += [f"- {_md_text(str(issue))}" for issue in self.config_issues]
-        if len(lines) == 2:
-            lines.append("See the step's log.")
-        with contextlib.suppress(OSError):
-            append_summary(self.context.summary_file, self.redact("\n".join(lines)) + "\n")
-
-    def summary_no_report(self, code: int) -> None:
-        if self.context.summary_file is None:
-            return
-        text = (
-            f"### ⚠️ multiturn-eval: no report was written (exit {code})\n\n"
-            "The run stopped before writing its reports; the step's log says why.\n"
-        )
-        with contextlib.suppress(OSError):
-            append_summary(self.context.summary_file, text)
-
-    def failure_annotations(self, report: Report, inputs: ActionInputs) -> None:
-        workdir = inputs.working_directory
-        ranked = rank_annotations(
-            report, lambda suite: self.suite_file(workdir, suite), self.errors_left
-        )
-        for annotation in ranked.annotations:
-            self.annotate(annotation)
-        if not report.results or report.summary.failed == 0:
-            return
-        shown = len(ranked.annotations)
-        more = (
-            f"; {ranked.omitted} more failing turn{'s' if ranked.omitted != 1 else ''} "
-            "not annotated (GitHub shows 10 per step)"
-            if ranked.omitted
-            else ""
-        )
-        self.annotate(
-            Annotation(
-                "notice",
-                f"{report.summary.failed} of {report.summary.total} test cases failed; "
-                f"{shown} failing turn{'s' if shown != 1 else ''} annotated{more}. "
-                f"Every failure is in the job summary and in {self.outputs['report-dir']}/ "
-                "(report.html, junit.xml, report.json).",
-                title="multiturn-eval",
-            )
-        )
+            append_summary(self.context.github.summary_file, self.redact(text))
 
     # ------------------------------------------------------------------ comment
 
     def pull_request(self) -> PullRequestRef:
         return pull_request_from_event(
-            self.context.event_name,
+            self.context.github.event_name,
             self.context.event,
-            self.context.repository,
+            self.context.github.repository,
             self.env.get("MULTITURN_EVAL_PR_NUMBER"),
         )
 
-    def comment(self, inputs: ActionInputs, report: Report | None, code: int) -> None:
-        if inputs.comment == "never":
+    def comment(
+        self, inputs: ActionInputs, report: Report | None, markdown: str | None, code: int
+    ) -> None:
+        github = self.context.github
+        if report is not None:
+            body = markdown
+        elif code == EXIT_CONFIG:
+            body = self.config_error_body(inputs)
+        else:
+            body = None
+        plan = decisions.decide_comment(
+            inputs.comment,
+            self.pull_request(),
+            event_name=github.event_name,
+            token=bool(inputs.github_token),
+            repository=github.repository,
+            fallback_sha=github.sha,
+            body=self.redact(body) if body is not None else None,
+        )
+        if plan is None:
             return
-        pr = self.pull_request()
-        if inputs.comment == "auto" and not pr.is_pr_run:
-            self.log.line(
-                f"multiturn-eval: no PR comment ({self.context.event_name or 'no'} event is not "
-                "a pull request; comment: always also comments on the commit's pull request)"
-            )
-            return
-        if pr.read_only:
-            self.annotate(
-                Annotation(
-                    "notice",
-                    "Pull request from a fork: its token is read-only, so no PR comment was "
-                    "written; the results are in the job summary. See the README "
-                    "('Fork pull requests') for the pull_request + workflow_run split.",
-                    title="multiturn-eval: comment skipped",
-                )
-            )
-            return
-        if not inputs.github_token:
-            self.annotate(
-                Annotation(
-                    "notice",
-                    "github-token is empty: no PR comment was written.",
-                    title="multiturn-eval: comment skipped",
-                )
-            )
-            return
-        if not self.context.repository:
-            self.annotate(
-                Annotation(
-                    "notice",
-                    "GITHUB_REPOSITORY is not set: no PR comment.",
-                    title="multiturn-eval: comment skipped",
-                )
-            )
-            return
-        body = self.comment_body(inputs, report, code)
-        if body is None:
-            self.annotate(
-                Annotation(
-                    "notice",
-                    "No summary.md was written, so there is nothing to comment.",
-                    title="multiturn-eval: comment skipped",
-                )
-            )
+        if isinstance(plan, decisions.CommentSkip):
+            if plan.as_notice:
+                self.annotate(decisions.skip_annotation(plan))
+            else:
+                self.log.line(plan.message)
             return
         from .client import GitHubClient
 
-        client = GitHubClient(self.context.api_url, inputs.github_token)
+        client = GitHubClient(github.api_url, inputs.github_token)
         try:
-            number = pr.number
-            sha = pr.head_sha or self.context.sha
-            if number is None and sha:
-                number = pull_request_of_commit(client, self.context.repository, sha)
+            number = plan.number
+            if number is None and plan.sha:
+                number = pull_request_of_commit(client, github.repository, plan.sha)
             if number is None:
-                self.annotate(
-                    Annotation(
-                        "notice",
-                        f"No open pull request found for commit {sha[:12] or '(unknown)'}: "
-                        "no PR comment.",
-                        title="multiturn-eval: comment skipped",
-                    )
-                )
+                self.annotate(decisions.no_pull_request(plan.sha))
                 return
             published = upsert_comment(
                 client,
-                self.context.repository,
+                github.repository,
                 number,
-                body,
-                truncation_note=self.truncation_note(),
+                plan.body,
+                truncation_note=decisions.truncation_note(github.run_url),
             )
         except GitHubError as exc:
-            self.comment_failed(exc)
+            self.annotate(
+                decisions.comment_failed(
+                    exc.status, self.redact(exc.message), isinstance(exc, RateLimited)
+                )
+            )
             return
         self.outputs["comment-url"] = published.url
         self.log.line(
@@ -589,61 +441,13 @@ class Action:
             + (" (shortened to fit GitHub's limit)" if published.shortened else "")
         )
 
-    def comment_failed(self, exc: Any) -> None:
-        status = getattr(exc, "status", 0)
-        message = self.redact(str(getattr(exc, "message", exc)))
-        if status in (401, 403, 404) and not isinstance(exc, RateLimited):
-            hint = (
-                "the token cannot write PR comments. Give the job `permissions: "
-                "pull-requests: write` (fork PRs never get it; see the README)"
-            )
-            self.annotate(
-                Annotation(
-                    "notice",
-                    f"No PR comment: {message} (HTTP {status}); {hint}.",
-                    title="multiturn-eval: comment skipped",
-                )
-            )
-        else:
-            self.annotate(
-                Annotation(
-                    "warning",
-                    f"Could not write the PR comment: {message}",
-                    title="multiturn-eval: comment failed",
-                )
-            )
-
-    def run_url(self) -> str | None:
-        run_id = self.env.get("GITHUB_RUN_ID", "")
-        if not (run_id.isdigit() and self.context.repository):
-            return None
-        return (
-            f"{self.context.server_url.rstrip('/')}/{self.context.repository}/actions/runs/{run_id}"
-        )
-
-    def truncation_note(self) -> str:
-        url = self.run_url()
-        where = f"[the workflow run]({url})" if url else "the workflow run"
-        return (
-            "> [!NOTE]\n> This comment was cut to fit GitHub's size limit. Every result is in "
-            f"the job summary and the report artifacts of {where}."
-        )
-
-    def comment_body(self, inputs: ActionInputs, report: Report | None, code: int) -> str | None:
-        if report is None:
-            if code != EXIT_CONFIG:
-                return None
-            return self.config_error_body(inputs)
-        # summary.md already links to this run: the CLI rendered it with the GITHUB_* variables
-        return self.markdown(inputs.report_dir)
-
     def config_error_body(self, inputs: ActionInputs) -> str | None:
         """A comment saying the suites did not load (so a stale green comment does not stay)."""
         try:
-            from ..cli import expand_suites
             from ..loader import display_path
             from ..reports.markdown import comment_marker
-            from ..results import RunInfo, summarize
+            from ..results import Report, RunInfo, summarize
+            from ..run import expand_suites
 
             paths = [display_path(p) for p in expand_suites(inputs.suites)]
         except Exception:  # the suite globs themselves are the problem, or no renderer
@@ -653,33 +457,19 @@ class Action:
             summary=summarize([]),
             results=[],
         )
-        lines = [comment_marker(stub), "### ❌ multiturn-eval: configuration error", ""]
-        lines.append("The suites did not load, so no agent was called:")
-        lines.append("")
-        lines += [f"- {_md_text(str(issue))}" for issue in self.config_issues]
-        url = self.run_url()
-        if url:
-            lines += ["", f"[workflow run]({url})"]
-        return self.redact("\n".join(lines) + "\n")
+        return decisions.config_error_body(
+            comment_marker(stub), self.config_issues, self.context.github.run_url
+        )
 
     # ------------------------------------------------------------------ outputs
 
     def finish_outputs(self) -> None:
-        if self.context.output_file is None:
+        if self.context.github.output_file is None:
             return
         try:
-            write_outputs(self.context.output_file, self.outputs)
+            write_outputs(self.context.github.output_file, self.outputs)
         except OSError as exc:
             self.log.warning(f"cannot write outputs to $GITHUB_OUTPUT: {exc}")
-
-
-def _md_text(text: str) -> str:
-    try:
-        from ..reports.markdown import md_text
-
-        return md_text(text, 500)
-    except ImportError:  # pragma: no cover - the renderer ships with the package
-        return clean(text, 500).replace("<", "&lt;").replace("@", "@\u200b")
 
 
 def _first_missing(path: Path, workspace: Path) -> Path:

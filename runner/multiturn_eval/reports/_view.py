@@ -14,7 +14,7 @@ import gc
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal, ParamSpec, TypeVar
@@ -269,20 +269,21 @@ class RunLinks:
     commit_url: str | None = None
 
 
-def run_links(report: Report, env: Mapping[str, str] | None) -> RunLinks | None:
-    """Links to the GitHub Actions run, from ``GITHUB_SERVER_URL``/``_REPOSITORY``/``_RUN_ID``.
+def run_links(report: Report) -> RunLinks | None:
+    """Links to the GitHub Actions run recorded in the report's ``run.github`` block.
 
     Values that do not look like GitHub's are ignored rather than put in a link.
     """
-    if not env:
+    github = report.run.github
+    if github is None:
         return None
-    server = env.get("GITHUB_SERVER_URL", "").rstrip("/")
-    repo = env.get("GITHUB_REPOSITORY", "")
-    run_id = env.get("GITHUB_RUN_ID", "")
+    server = github.server_url.rstrip("/")
+    repo = github.repository
+    run_id = github.run_id
     if not (_SERVER.fullmatch(server) and _REPO.fullmatch(repo) and run_id.isdigit()):
         return None
     run_url = f"{server}/{repo}/actions/runs/{run_id}"
-    attempt = env.get("GITHUB_RUN_ATTEMPT", "")
+    attempt = github.run_attempt or ""
     if attempt.isdigit() and attempt != "1":
         run_url += f"/attempts/{attempt}"
     sha = report.run.git_sha

@@ -23,6 +23,7 @@ read as a workflow command.
 
 from __future__ import annotations
 
+import errno
 import secrets
 import sys
 import time
@@ -63,14 +64,33 @@ class Console:
         self.github_actions = github_actions
         self.redact = redact or Redactor()
         self._bar_shown = False
+        self.closed = False
+        """The reader of the console went away (a broken pipe): nothing more is written."""
         self._started = time.monotonic()
 
     # ------------------------------------------------------------------ primitives
 
+    def _emit(self, text: str) -> None:
+        """Write to the console unless its reader has gone (``| head``): then stop writing.
+
+        A closed console never stops the run: the reports are still written and
+        the exit code is still the verdict's.
+        """
+        if self.closed:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (BrokenPipeError, ConnectionResetError, ValueError):
+            self.closed = True
+        except OSError as exc:
+            if exc.errno not in (errno.EPIPE, errno.EBADF):
+                raise
+            self.closed = True
+
     def write(self, line: str = "") -> None:
         self._clear_bar()
-        self.stream.write(self.redact(line) + "\n")
-        self.stream.flush()
+        self._emit(self.redact(line) + "\n")
 
     def clip(self, text: str | None, limit: int = 200) -> str:
         """Untrusted text on one line: redacted, then cleaned, then cut."""
@@ -85,8 +105,8 @@ class Console:
 
     def _clear_bar(self) -> None:
         if self._bar_shown:
-            self.stream.write("\r\x1b[2K")
             self._bar_shown = False
+            self._emit("\r\x1b[2K")
 
     def _draw_bar(self) -> None:
         if not self.tty or self.total == 0:
@@ -96,9 +116,8 @@ class Console:
         failed = f"  {self._paint('failed', f'{self.failed} failed')}" if self.failed else ""
         elapsed = int(time.monotonic() - self._started)
         clock = f"{elapsed // 60}:{elapsed % 60:02d}"
-        self.stream.write(f"\r[{bar}] {self.done}/{self.total}{failed}  {clock}")
-        self.stream.flush()
-        self._bar_shown = True
+        self._emit(f"\r[{bar}] {self.done}/{self.total}{failed}  {clock}")
+        self._bar_shown = not self.closed
 
     # ---------------------------------------------------------------------- events
 

@@ -41,6 +41,8 @@ def dump_json(model: BaseModel, indent: int | None = None) -> str:
     exclude: Any = None
     if isinstance(model, Report):
         exclude = {"results": {i: _case_exclude(c) for i, c in enumerate(model.results)}}
+        if model.run.github is None:  # absent outside GitHub Actions, not null
+            exclude["run"] = {"github"}
     elif isinstance(model, CaseResult):
         exclude = _case_exclude(model)
     try:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -441,9 +440,9 @@ def _omitted_note(count: int, links: v.RunLinks | None) -> str:
 
 
 @v.gc_paused
-def render_markdown(report: Report, env: Mapping[str, str] | None = None) -> str:
-    """The comment body; ``env`` (the ``GITHUB_*`` variables) adds links to the run."""
-    links = v.run_links(report, env)
+def render_markdown(report: Report) -> str:
+    """The comment body; a report made in GitHub Actions links to its workflow run."""
+    links = v.run_links(report)
     failing = sorted(
         (c for c in report.results if not c.passed and not c.skipped), key=v.importance
     )

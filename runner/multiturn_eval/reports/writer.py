@@ -4,11 +4,11 @@ Renderers are pure functions ``Report -> str``; this module is the only place
 that writes report files. Each file is written atomically (temporary file, then
 rename), and every secret the suites substituted is redacted from it.
 
-While a run is going, :class:`ProgressWriter` rewrites ``report.json`` (with
-``run.complete: false``) at most every ``interval`` seconds as test cases
-finish, so even a run killed without warning leaves a valid report of nearly
-everything that finished; the CLI writes the final set at the end or on Ctrl-C /
-SIGTERM.
+While a run is going, :class:`ProgressWriter` appends every finished test
+case to ``results.jsonl`` and rewrites ``report.json`` (with ``run.complete:
+false``) now and then, so even a run killed without warning leaves a valid
+report of nearly everything that finished; :func:`multiturn_eval.run.run_suites`
+writes the final set at the end, on Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from __future__ import annotations
 import importlib
 import os
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from .._version import __version__
-from ..results import CaseResult, Report, RunInfo, summarize
+from ..environment import RunEnvironment
+from ..results import CaseResult, GitHubRun, Report, RunInfo, summarize
 from .json_report import dump_json
 from .redact import Redactor
 
@@ -39,18 +41,19 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def git_context(env: Mapping[str, str]) -> tuple[str | None, int | None]:
-    """(commit sha, pull-request number) when running in GitHub Actions."""
-    sha = env.get("MULTITURN_EVAL_GIT_SHA") or env.get("GITHUB_SHA") or None
-    pr: int | None = None
-    raw_pr = env.get("MULTITURN_EVAL_PR_NUMBER", "")
-    ref = env.get("GITHUB_REF", "")
-    if raw_pr.isdigit():
-        pr = int(raw_pr)
-    elif ref.startswith("refs/pull/"):
-        number = ref.split("/")[2]
-        pr = int(number) if number.isdigit() else None
-    return sha, pr
+def github_run(environment: RunEnvironment | None) -> GitHubRun | None:
+    """The workflow run a report links to, when the environment names one."""
+    if environment is None:
+        return None
+    github = environment.github
+    if not (github.repository and github.run_id):
+        return None
+    return GitHubRun(
+        server_url=github.server_url,
+        repository=github.repository,
+        run_id=github.run_id,
+        run_attempt=github.run_attempt or None,
+    )
 
 
 def build_report(
@@ -61,9 +64,8 @@ def build_report(
     started: float,
     complete: bool,
     stop_reason: str | None = None,
-    env: Mapping[str, str] | None = None,
+    environment: RunEnvironment | None = None,
 ) -> Report:
-    sha, pr = git_context(env or {})
     return Report(
         run=RunInfo(
             suites=list(suites),
@@ -71,10 +73,11 @@ def build_report(
             finished_at=now_iso(),
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
             complete=complete,
-            git_sha=sha,
-            pr_number=pr,
+            git_sha=environment.git_sha if environment else None,
+            pr_number=environment.pr_number if environment else None,
             version=__version__,
             stop_reason=stop_reason,
+            github=github_run(environment),
         ),
         summary=summarize(results),
         results=list(results),
@@ -100,10 +103,6 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-#: renderers that also take the environment (``GITHUB_*``: links to the workflow run)
-TAKES_ENV = frozenset({"markdown"})
-
-
 def redact_report(report: Report, redact: Redactor) -> Report:
     """The report with every secret replaced in its data, before any renderer sees it.
 
@@ -119,34 +118,56 @@ def redact_report(report: Report, redact: Redactor) -> Report:
         return report
 
 
+def render_reports(
+    report: Report, formats: Sequence[str], redact: Redactor
+) -> Iterator[tuple[str, str]]:
+    """(format, redacted text) for each format, ``report.json`` first whatever the order.
+
+    ``report.json`` first: it is the one a signal arriving during the writing
+    must not cost.
+    """
+    clean = redact_report(report, redact)
+    for fmt in sorted(formats, key=lambda f: f != "json"):
+        yield fmt, redact(renderer(fmt)(clean))
+
+
 def write_reports(
     report: Report,
     report_dir: Path,
     formats: Sequence[str],
     redact: Redactor,
-    env: Mapping[str, str] | None = None,
+    on_text: Callable[[str, str], None] | None = None,
 ) -> dict[str, Path]:
-    """Render and write each requested format; returns format -> path."""
+    """Render and write each requested format; returns format -> path (in ``formats`` order).
+
+    ``on_text(format, text)`` sees each text as written (the Action keeps
+    ``summary.md`` for the comment instead of reading the file back).
+    """
     written: dict[str, Path] = {}
-    clean = redact_report(report, redact)
-    for fmt in formats:
-        name, _ = RENDERERS[fmt]
-        path = report_dir / name
-        render: Callable[..., str] = renderer(fmt)
-        text = render(clean, env) if fmt in TAKES_ENV and env is not None else render(clean)
-        write_atomic(path, redact(text))
+    for fmt, text in render_reports(report, formats, redact):
+        path = report_dir / RENDERERS[fmt][0]
+        write_atomic(path, text)
         written[fmt] = path
-    return written
+        if on_text is not None:
+            on_text(fmt, text)
+    return {fmt: written[fmt] for fmt in formats if fmt in written}
 
 
 class ProgressWriter:
     """Writes each test case out as it finishes, and keeps ``report.json`` current.
 
-    - ``results.jsonl``: one line per finished test case (a ``CaseResult``), in
-      completion order, appended and flushed as each finishes; the file is
-      started afresh by each run. Useful to follow a long run (``tail -f``).
-    - ``report.json``: rewritten from the run's snapshot at most every
-      ``interval`` seconds (``run.complete: false`` until the final write).
+    - ``results.jsonl``: one line per finished test case (a ``CaseResult``, in
+      the shape of ``report.json``'s ``results`` items), in completion order,
+      appended and flushed as each finishes; the file is started afresh by each
+      run. Useful to follow a long run (``tail -f``), and what is left when a
+      run is killed with SIGKILL.
+    - ``report.json``: rewritten from the run's snapshot (``run.complete:
+      false`` until the final write) when ``interval`` seconds have passed
+      *and* at least ``cost_factor`` times as long as the last snapshot took to
+      write. A snapshot costs time proportional to the run's size, so this keeps
+      all snapshots together under ``1 / cost_factor`` of the run's time (5%
+      by default): a 50,000-case run does not spend its time re-rendering
+      itself, and a small one still has a snapshot every two seconds.
     """
 
     JOURNAL = "results.jsonl"
@@ -157,22 +178,35 @@ class ProgressWriter:
         redact: Redactor,
         snapshot: Callable[[], Report],
         interval: float = 2.0,
+        cost_factor: float = 20.0,
+        lock: threading.Lock | None = None,
     ) -> None:
         self.path = report_dir / RENDERERS["json"][0]
         self.redact = redact
         self.snapshot = snapshot
         self.interval = interval
-        self._last = time.monotonic()
+        self.cost_factor = cost_factor
+        self.lock = lock or threading.Lock()
+        """Held while report files are written: a snapshot is skipped rather than waited for."""
+        self._next = time.monotonic() + interval
+        self.snapshots = 0
         report_dir.mkdir(parents=True, exist_ok=True)
         self._journal = (report_dir / self.JOURNAL).open("w", encoding="utf-8")
 
     def case_finished(self, result: CaseResult) -> None:
+        if self._journal.closed:
+            return
         self._journal.write(self.redact(dump_json(result)) + "\n")
         self._journal.flush()
         now = time.monotonic()
-        if now - self._last >= self.interval:
-            self._last = now
-            write_atomic(self.path, self.redact(renderer("json")(self.snapshot())))
+        if now >= self._next and self.lock.acquire(blocking=False):
+            try:
+                write_atomic(self.path, self.redact(renderer("json")(self.snapshot())))
+            finally:
+                self.lock.release()
+            done = time.monotonic()
+            self.snapshots += 1
+            self._next = done + max(self.interval, self.cost_factor * (done - now))
 
     def close(self) -> None:
         self._journal.close()

@@ -1,0 +1,227 @@
+"""SIGINT and SIGTERM in every phase of a run: exit 3 with the reports of what finished.
+
+A cancelled CI job sends SIGTERM and, a few seconds later, SIGKILL. What a
+user needs from those seconds is the reports of every test case that
+finished. :class:`InterruptGuard` owns both signals for the whole run and
+knows which phase the run is in:
+
+=========  ==========================================================
+phase      first signal
+=========  ==========================================================
+loading    :class:`Interrupted` is raised in the main thread; the caller
+           writes a report of no test cases (``complete: false``)
+running    the run's task is cancelled: no new test case starts, running
+           ones stop, the finished ones are reported
+writing    the reports being written are finished (``report.json`` first)
+=========  ==========================================================
+
+A second signal ends the process at once with exit 3 (``results.jsonl``
+is flushed after every test case, so it holds everything that finished).
+
+The event loop may be blocked when the signal comes (a sync grader, a huge
+snapshot): Python runs signal handlers only between bytecodes of the main
+thread. So a watchdog thread also hears every signal (through
+``signal.set_wakeup_fd``) and, if the main thread has not started writing the
+final reports and its event loop does not answer within twice
+:attr:`InterruptGuard.grace` seconds, writes them itself from the run's state
+and exits 3. Reports are written under one lock, so the
+main thread's writing, the periodic snapshot and the watchdog's never mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Literal
+
+EXIT_INCOMPLETE = 3
+
+Phase = Literal["loading", "running", "writing", "done"]
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """A signal stopped the run outside the event loop (while loading suites)."""
+
+    def __init__(self, signame: str) -> None:
+        super().__init__(f"interrupted by {signame}")
+        self.signame = signame
+
+
+def _write_stderr(text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        os.write(2, text.encode("utf-8", "replace"))
+
+
+class InterruptGuard:
+    """Owns SIGINT/SIGTERM while it is installed (a context manager)."""
+
+    def __init__(self, grace: float = 0.4, writing_limit: float = 20.0) -> None:
+        self.grace = grace
+        """How long the main thread has to start writing the reports after a signal."""
+        self.writing_limit = writing_limit
+        """How long the main thread's writing may then take before the watchdog exits anyway."""
+        self.phase: Phase = "loading"
+        self.stop_reason: str | None = None
+        self.write_lock = threading.Lock()
+        self.emergency: Callable[[str], None] | None = None
+        """Writes the reports from what is known; called by the watchdog thread."""
+        self.on_stop: Callable[[], None] | None = None
+        """Called in the main thread when the first signal comes during the ``running`` phase."""
+        self.ping: Callable[[Callable[[], None]], None] | None = None
+        """Schedules a callback on the run's event loop from another thread (liveness check)."""
+        self._signals = 0
+        self._watchdog_signals = 0
+        self._done = threading.Event()
+        self._previous: dict[int, object] = {}
+        self._previous_fd: int | None = None
+        self._pair: tuple[socket.socket, socket.socket] | None = None
+        self._thread: threading.Thread | None = None
+        self._installed = False
+
+    # ------------------------------------------------------------------ install
+
+    def __enter__(self) -> InterruptGuard:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signals can only be handled in the main thread: leave them alone
+        for sig in SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handler)
+        reader, writer = socket.socketpair()
+        reader.setblocking(True)
+        writer.setblocking(False)
+        self._pair = (reader, writer)
+        self._previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        self._thread = threading.Thread(target=self._watch, name="interrupt-watchdog", daemon=True)
+        self._thread.start()
+        self._installed = True
+
+    def uninstall(self) -> None:
+        if not self._installed:
+            return
+        self._installed = False
+        self._done.set()
+        with contextlib.suppress(ValueError):
+            signal.set_wakeup_fd(self._previous_fd if self._previous_fd is not None else -1)
+        for sig, previous in self._previous.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, previous)  # type: ignore[arg-type]
+        if self._pair is not None:
+            reader, writer = self._pair
+            with contextlib.suppress(OSError):
+                writer.send(b"\0")  # wake the watchdog so it sees _done and ends
+            if self._thread is not None:
+                self._thread.join(1.0)
+            reader.close()
+            writer.close()
+            self._pair = None
+
+    # ------------------------------------------------------------------- phases
+
+    def enter(self, phase: Phase) -> None:
+        self.phase = phase
+        if phase == "done":
+            self._done.set()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """The final reports are being written: signals wait for them, the watchdog too."""
+        with self.write_lock:
+            self.phase = "writing"
+            try:
+                yield
+            finally:
+                self.enter("done")
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_reason is not None
+
+    # ------------------------------------------------------------------ signals
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        self._signals += 1
+        if self._signals > 1:
+            self._exit_now(name)
+        self.stop_reason = self.stop_reason or f"interrupted by {name}"
+        if self.phase == "loading":
+            raise Interrupted(name)
+        if self.phase == "running" and self.on_stop is not None:
+            self.on_stop()
+        # writing / done: the reports are being finished; exit 3 afterwards
+
+    def _exit_now(self, name: str) -> None:
+        _write_stderr(f"multiturn-eval: {name} again: exiting at once (exit 3)\n")
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        os._exit(EXIT_INCOMPLETE)
+
+    def _watch(self) -> None:
+        assert self._pair is not None
+        reader = self._pair[0]
+        while not self._done.is_set():
+            try:
+                data = reader.recv(64)
+            except OSError:
+                return
+            if self._done.is_set() or not data:
+                return
+            signums = [b for b in data if b in (signal.SIGINT, signal.SIGTERM)]
+            if not signums:
+                continue
+            self._watchdog_signals += len(signums)
+            name = signal.Signals(signums[0]).name
+            if self._watchdog_signals > 1:
+                self._exit_now(name)
+            self.stop_reason = self.stop_reason or f"interrupted by {name}"
+            threading.Thread(
+                target=self._rescue, args=(name,), name="interrupt-rescue", daemon=True
+            ).start()
+
+    def _rescue(self, name: str) -> None:
+        """Let the main thread stop the run; if it cannot (blocked), write the reports and exit."""
+        if self._done.wait(self.grace):
+            return
+        if self.phase == "running" and self.ping is not None:
+            alive = threading.Event()
+            with contextlib.suppress(RuntimeError):  # the loop is closed: not alive
+                self.ping(alive.set)
+            # the loop turns: the main thread is stopping the run, let it finish
+            if alive.wait(self.grace) and self._done.wait(self.writing_limit):
+                return
+        if self.phase == "writing":  # the main thread is writing the final reports
+            if self._done.wait(self.writing_limit):
+                return
+            _write_stderr("multiturn-eval: writing the reports takes too long; exiting (exit 3)\n")
+            os._exit(EXIT_INCOMPLETE)
+        if not self.write_lock.acquire(timeout=self.writing_limit):
+            os._exit(EXIT_INCOMPLETE)
+        if self._done.is_set():
+            self.write_lock.release()
+            return
+        _write_stderr(
+            f"multiturn-eval: {name}: the run did not stop within {2 * self.grace:g} s "
+            "(blocked by user code?); writing the reports of what finished\n"
+        )
+        reason = self.stop_reason or f"interrupted by {name}"
+        if self.emergency is not None:
+            try:
+                self.emergency(reason)
+            except BaseException as exc:  # nothing may stop the exit
+                _write_stderr(f"multiturn-eval: could not write the reports: {exc!r}\n")
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        os._exit(EXIT_INCOMPLETE)

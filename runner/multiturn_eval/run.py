@@ -1,0 +1,546 @@
+"""The one pipeline every entry point runs: suites in, a :class:`RunOutcome` out.
+
+::
+
+    run_suites(paths, options, environment)
+      -> load and validate every suite (loader.py)            ConfigError: exit 2
+      -> resolve the settings of each suite (settings.py)
+      -> check the report directory, create the backends      ConfigError: exit 2
+      -> run the plan: bounded concurrency (scheduler.py),
+         one CaseRunner per test case (case_runner.py),
+         backends (backends/), grading (grading/)
+      -> roll up (results.py), write the reports (reports/)
+      -> RunOutcome(report, written files, exit code)
+
+The CLI (``cli.py``), the GitHub Action (``github/action.py``) and the
+benchmarks call :func:`run_suites`; none of them rebuilds the pipeline.
+Signals are handled in every phase by :class:`~.interrupts.InterruptGuard`:
+the outcome of an interrupted run has ``complete: false``, holds every
+finished test case and exit code 3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import glob
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .environment import RunEnvironment
+from .errors import ConfigError, ConfigIssue
+from .interrupts import Interrupted, InterruptGuard
+from .secrets import Redactor, secrets_in
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+    from .reports.console import Console
+    from .results import CaseResult, Report
+    from .scheduler import PlannedSuite, RunState
+    from .settings import RunSettings
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INCOMPLETE = 0, 1, 2, 3
+
+OnResult = Callable[["CaseResult"], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the command line (or the Action's inputs) asks of a run; None: not given.
+
+    Execution settings given here win over the suite's ``execution:`` block,
+    which wins over ``MULTITURN_EVAL_*`` variables (see :mod:`.settings`).
+    """
+
+    parallel_test_cases: int | None = None
+    turn_timeout: float | None = None
+    report_dir: str | None = None
+    formats: tuple[str, ...] | None = None
+    pattern: str | None = None
+    """``-k``: a glob, or a substring when it has no wildcard."""
+    tags: tuple[str, ...] = ()
+    verbosity: int = 0
+    """-1 quiet, 0 normal, 1 verbose (console only)."""
+
+    def settings_values(self) -> dict[str, object]:
+        return {
+            "parallel_test_cases": self.parallel_test_cases,
+            "turn_timeout": self.turn_timeout,
+            "report_dir": self.report_dir,
+            "format": self.formats,
+        }
+
+
+@dataclass
+class RunOutcome:
+    """What a run produced."""
+
+    report: Report
+    written: dict[str, Path]
+    """format -> file written"""
+    exit_code: int
+    report_dir: Path
+    redactor: Redactor
+    """Redacts every secret of the run (the suites', the backends', the environment's)."""
+    internal_error: BaseException | None = None
+    write_error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    markdown: str | None = None
+    """``summary.md`` as written (None when it was not asked for or not written)."""
+
+
+def expand_suites(patterns: Sequence[str | Path]) -> list[Path]:
+    """Paths as given; a pattern with wildcards that names no file is globbed."""
+    paths: list[Path] = []
+    issues: list[ConfigIssue] = []
+    for raw in patterns:
+        pattern = str(raw)
+        if any(ch in pattern for ch in "*?[") and not Path(pattern).exists():
+            matches = sorted(glob.glob(pattern, recursive=True))  # noqa: PTH207 - absolute patterns too
+            if not matches:
+                issues.append(ConfigIssue(f"no suite file matches {pattern!r}"))
+            paths.extend(Path(m) for m in matches)
+        else:
+            paths.append(Path(pattern))
+    if issues:
+        raise ConfigError(issues)
+    return list(dict.fromkeys(paths))
+
+
+def _report_dir_source(settings: RunSettings) -> str:
+    source = settings.sources.get("report_dir", "default")
+    if source == "cli":
+        return "-o/--report-dir"
+    if source == "env":
+        return "environment variable MULTITURN_EVAL_REPORT_DIR"
+    return "the default report directory"
+
+
+def check_report_dir(settings: RunSettings) -> Path | None:
+    """Create the report directory and make sure it is writable; else a ConfigError (exit 2).
+
+    Returns the outermost directory this created (None if it existed), so a
+    configuration error found later can take it away again.
+    """
+    path = Path(settings.report_dir)
+    where = f"{_report_dir_source(settings)} {settings.report_dir!r}"
+    if not settings.report_dir.strip():
+        raise ConfigError(ConfigIssue(f"{where}: give a directory"))
+    if path.exists() and not path.is_dir():
+        raise ConfigError(ConfigIssue(f"{where}: is a file, not a directory"))
+    ancestor = path
+    while not ancestor.exists() and ancestor.parent != ancestor:
+        ancestor = ancestor.parent
+    if ancestor.exists() and not ancestor.is_dir():
+        raise ConfigError(
+            ConfigIssue(f"{where}: {ancestor} is a file, so no directory can be made under it")
+        )
+    created = None
+    if not path.exists():
+        created = path
+        while not created.parent.exists() and created.parent != created:
+            created = created.parent
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path, prefix=".multiturn-eval-write-test-"):
+            pass
+    except OSError as exc:
+        remove_created(created, path)
+        reason = exc.strerror or str(exc)
+        raise ConfigError(ConfigIssue(f"{where}: cannot write reports there: {reason}")) from None
+    return created
+
+
+def remove_created(created: Path | None, path: Path) -> None:
+    """Remove the empty directories from ``path`` up to ``created`` (made by this run)."""
+    if created is None:
+        return
+    current = path
+    while True:
+        with contextlib.suppress(OSError):
+            current.rmdir()
+        if current == created or current.parent == current:
+            return
+        current = current.parent
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """``asyncio.run`` without its wait for the default executor's threads at the end.
+
+    A sync agent or grader stuck past its timeout keeps a thread busy forever
+    (Python cannot kill threads); ``asyncio.run`` would wait for it before
+    returning, after every result is in. Here the loop is closed without
+    waiting, and the CLI exits even with such a thread alive.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(main)
+    finally:
+        try:
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+def _exit_code(report: Report) -> int:
+    if not report.run.complete:
+        return EXIT_INCOMPLETE
+    s = report.summary
+    return EXIT_OK if s.failed == 0 and s.skipped == 0 else EXIT_FAILED
+
+
+class _Pipeline:
+    """The state of one :func:`run_suites` call (so its phases can be read one by one)."""
+
+    def __init__(
+        self,
+        options: RunOptions,
+        environment: RunEnvironment,
+        guard: InterruptGuard,
+        stream: TextIO | None,
+        on_result: OnResult | None,
+        secrets: Iterable[str] = (),
+    ) -> None:
+        from .reports.writer import now_iso
+        from .settings import resolve_settings
+
+        self.options = options
+        self.environment = environment
+        self.guard = guard
+        self.stream = stream
+        self.on_result = on_result
+        self.run_settings = resolve_settings(options.settings_values(), environment)
+        self.report_dir = Path(self.run_settings.report_dir)
+        self.formats = self.run_settings.format
+        self.redact = Redactor([*secrets, *secrets_in(environment.variables)])
+        self.suite_paths: list[str] = []
+        self.started_at = now_iso()
+        self.started = time.perf_counter()
+        self.state: RunState | None = None
+        self.console: Console | None = None
+        self.created_dir: Path | None = None
+        """The report directory (or its outermost parent) if this run created it."""
+        self.markdown: str | None = None
+        """``summary.md`` as written (the PR comment's body)."""
+        self.known_secrets = frozenset(secrets)
+
+    # ------------------------------------------------------------------ reports
+
+    def build(self, complete: bool, stop_reason: str | None, default_reason: str) -> Report:
+        from .reports.writer import build_report
+
+        results = self.state.final_results(default_reason) if self.state is not None else []
+        return build_report(
+            self.suite_paths,
+            results,
+            started_at=self.started_at,
+            started=self.started,
+            complete=complete,
+            stop_reason=stop_reason,
+            environment=self.environment,
+        )
+
+    def write(self, report: Report) -> dict[str, Path]:
+        from .reports.writer import write_reports
+
+        def keep(fmt: str, text: str) -> None:
+            if fmt == "markdown":
+                self.markdown = text
+
+        return write_reports(report, self.report_dir, self.formats, self.redact, keep)
+
+    def write_json(self, report: Report) -> None:
+        from .reports.writer import write_reports
+
+        write_reports(report, self.report_dir, ("json",), self.redact)
+
+    def emergency(self, reason: str) -> None:
+        """The watchdog's way out: the reports of what finished, from another thread."""
+        self.write(self.build(False, reason, reason))
+
+    # -------------------------------------------------------------------- phases
+
+    def load(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
+        from .backends.base import backend_issue
+        from .loader import display_path, load_suites
+        from .scheduler import PlannedSuite, Selection
+        from .settings import resolve_settings
+
+        expanded = expand_suites(paths)
+        self.suite_paths = [display_path(p) for p in expanded]
+        suites = load_suites(expanded, self.environment.variables)
+        missing = [issue for s in suites if (issue := backend_issue(s)) is not None]
+        if missing:
+            raise ConfigError(missing)
+        selection = Selection(pattern=self.options.pattern, tags=self.options.tags)
+        plan = [
+            PlannedSuite(
+                loaded,
+                resolve_settings(
+                    self.options.settings_values(), self.environment, loaded.suite.execution
+                ),
+                selection.select(loaded),
+            )
+            for loaded in suites
+        ]
+        if not any(p.indices for p in plan):
+            raise ConfigError(ConfigIssue("no test case matches the given -k/--tag selection"))
+        self.created_dir = check_report_dir(self.run_settings)
+        return plan
+
+    def create_backends(self, plan: Sequence[PlannedSuite]) -> list[Backend]:
+        from .backends.base import create_backend
+
+        backends = [create_backend(p.loaded, p.settings) for p in plan]  # missing SDK: exit 2
+        secrets: set[str] = set()
+        for planned, backend in zip(plan, backends, strict=True):
+            secrets |= planned.loaded.secrets
+            secrets |= set(getattr(backend, "secrets", ()))
+        self.redact = self.redact.with_secrets(secrets)
+        return backends
+
+    def start_console(self, plan: Sequence[PlannedSuite], warnings: Sequence[str]) -> None:
+        if self.stream is None:
+            return
+        from .reports.console import Console
+
+        total = sum(len(p.indices) for p in plan)
+        self.console = Console(
+            total,
+            stream=self.stream,
+            verbosity=self.options.verbosity,
+            github_actions=self.environment.github.actions,
+            redact=self.redact,
+            color=False if self.environment.no_color else None,
+        )
+        for warning in warnings:
+            self.console.write(f"warning: {warning}")
+        self.console.start(
+            self.suite_paths,
+            [
+                f"{p.loaded.display_path}: "
+                + ", ".join(
+                    f"{k}={getattr(p.settings, k)!r} ({src})"
+                    for k, src in p.settings.sources.items()
+                )
+                for p in plan
+            ],
+        )
+
+    def execute(self, backends: Sequence[Backend]) -> BaseException | None:
+        """Run the plan; returns an internal error (a bug) if one ended it."""
+        from .reports.writer import ProgressWriter
+
+        assert self.state is not None
+        state = self.state
+        progress = (
+            ProgressWriter(self.report_dir, self.redact, self._snapshot, lock=self.guard.write_lock)
+            if "json" in self.formats
+            else None
+        )
+
+        def on_result(result: CaseResult) -> None:
+            if self.console is not None:
+                self.console.case_finished(result)
+            if progress is not None:
+                progress.case_finished(result)
+            if self.on_result is not None:
+                self.on_result(result)
+
+        internal_error: BaseException | None = None
+        try:
+            run_loop(self._run(backends, on_result))
+        except (KeyboardInterrupt, Interrupted):
+            state.stop_reason = state.stop_reason or self.guard.stop_reason or "interrupted"
+        except Exception as exc:  # a bug: still write what finished, then show the traceback
+            internal_error = exc
+            state.stop_reason = f"internal error: {type(exc).__name__}: {exc}"
+        finally:
+            if progress is not None:
+                progress.close()
+        if self.guard.stop_reason and state.stop_reason is None:
+            state.stop_reason = self.guard.stop_reason
+        return internal_error
+
+    def _snapshot(self) -> Report:
+        # the periodic snapshot never races the final (or the watchdog's) writing
+        assert self.state is not None
+        return self.build(False, self.state.stop_reason or "in progress", "still running")
+
+    async def _run(self, backends: Sequence[Backend], on_result: OnResult) -> None:
+        from .scheduler import run_plan
+
+        assert self.state is not None
+        state = self.state
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def stop() -> None:
+            if state.stop_reason is None:
+                state.stop_reason = self.guard.stop_reason or "interrupted"
+            loop.call_soon_threadsafe(task.cancel)
+
+        self.guard.on_stop = stop
+
+        def ping(callback: Callable[[], None]) -> None:
+            loop.call_soon_threadsafe(callback)
+
+        self.guard.ping = ping
+        if self.guard.interrupted:  # a signal came before the loop started
+            stop()
+        try:
+            await run_plan(state, backends, on_result)
+        except asyncio.CancelledError:
+            if state.stop_reason is None:
+                raise
+        finally:
+            self.guard.on_stop = None
+            self.guard.ping = None
+
+
+def run_suites(
+    paths: Sequence[str | Path],
+    options: RunOptions,
+    environment: RunEnvironment | Mapping[str, str],
+    *,
+    stream: TextIO | None = None,
+    on_result: OnResult | None = None,
+    guard: InterruptGuard | None = None,
+    secrets: Iterable[str] = (),
+) -> RunOutcome:
+    """Load, run, grade and report ``paths``; raise :class:`ConfigError` before any agent call.
+
+    Secrets redacted from every report and console line: ``secrets`` (the
+    caller's, e.g. the Action's inputs), the values of the environment's
+    secret-looking variables, those the suites substituted and those the
+    backends use (see :mod:`.secrets`).
+
+    ``stream`` gets the console output (None: silent); ``on_result`` is called
+    with each test case's result as it finishes (in completion order). Pass a
+    ``guard`` already installed to cover the time before this call (the CLI
+    does, from its first line); otherwise one is installed for the call.
+    """
+    from .reports.writer import now_iso
+    from .scheduler import RunState
+
+    if not isinstance(environment, RunEnvironment):
+        environment = RunEnvironment.from_mapping(environment)
+    own_guard = guard is None
+    guard = guard or InterruptGuard()
+    if own_guard:
+        guard.install()
+    try:
+        guard.enter("loading")
+        pipeline = _Pipeline(options, environment, guard, stream, on_result, secrets)
+        try:
+            plan = pipeline.load(paths)
+            backends = pipeline.create_backends(plan)
+        except Interrupted:
+            return _interrupted_early(pipeline)
+        except ConfigError:  # no agent was called: leave no empty report directory behind
+            remove_created(pipeline.created_dir, pipeline.report_dir)
+            raise
+        # from here on a signal stops the run (the run's task checks for one when it starts)
+        pipeline.state = RunState(plan=plan)
+        guard.emergency = pipeline.emergency
+        guard.enter("running")
+        warnings = [w for p in plan for w in p.loaded.warnings]
+        for backend in backends:
+            warnings.extend(getattr(backend, "warnings", ()))
+        # The suites live for the whole run: keep the garbage collector from re-scanning them
+        # on every collection (about 20% of the run phase's CPU with 1,000 test cases).
+        gc.freeze()
+        pipeline.started_at, pipeline.started = now_iso(), time.perf_counter()
+        pipeline.start_console(plan, warnings)
+        internal_error = pipeline.execute(backends)
+        return _finish(pipeline, internal_error, warnings)
+    finally:
+        guard.emergency = None
+        if own_guard:
+            guard.uninstall()
+
+
+def _interrupted_early(pipeline: _Pipeline) -> RunOutcome:
+    """A signal while the suites were loading: a report of no test cases, exit 3."""
+    reason = pipeline.guard.stop_reason or "interrupted"
+    report = pipeline.build(False, f"{reason} while loading the suites", reason)
+    written: dict[str, Path] = {}
+    write_error = None
+    with pipeline.guard.writing():
+        try:
+            check_report_dir(pipeline.run_settings)
+            written = pipeline.write(report)
+        except (ConfigError, OSError) as exc:
+            write_error = str(exc)
+    return RunOutcome(
+        report,
+        written,
+        EXIT_INCOMPLETE,
+        pipeline.report_dir,
+        pipeline.redact,
+        write_error=write_error,
+        markdown=pipeline.markdown,
+    )
+
+
+def _finish(
+    pipeline: _Pipeline, internal_error: BaseException | None, warnings: list[str]
+) -> RunOutcome:
+    assert pipeline.state is not None
+    state = pipeline.state
+    written: dict[str, Path] = {}
+    write_error: str | None = None
+    with pipeline.guard.writing():
+        complete = state.complete and not pipeline.guard.interrupted
+        reason = state.stop_reason or pipeline.guard.stop_reason
+        report = pipeline.build(complete, None if complete else reason, "the run was interrupted")
+        try:
+            written = pipeline.write(report)
+            if pipeline.guard.interrupted and report.run.complete and "json" in written:
+                # the signal came while the reports were written: they hold every test
+                # case, but the run did not end on its own, and report.json says so
+                report.run.complete = False
+                report.run.stop_reason = (
+                    f"{pipeline.guard.stop_reason} while the reports were written"
+                )
+                pipeline.write_json(report)
+        except OSError as exc:
+            write_error = f"cannot write reports to {pipeline.report_dir}: {exc}"
+        except Exception:  # a bug in a renderer must not look like "tests failed" (exit 1)
+            write_error = "internal error while writing the reports:\n" + pipeline.redact(
+                traceback.format_exc()
+            )
+    code = _exit_code(report)
+    if write_error is not None or internal_error is not None:
+        code = EXIT_INCOMPLETE
+    if pipeline.console is not None:
+        with contextlib.suppress(Interrupted):
+            if write_error is not None:
+                pipeline.console.write(f"multiturn-eval: {write_error}")
+            else:
+                pipeline.console.finish(report, {k: str(v) for k, v in written.items()})
+    return RunOutcome(
+        report=report,
+        written=written,
+        exit_code=code,
+        report_dir=pipeline.report_dir,
+        redactor=pipeline.redact,
+        internal_error=internal_error,
+        write_error=write_error,
+        warnings=warnings,
+        markdown=pipeline.markdown,
+    )
