@@ -426,7 +426,8 @@ def test_key_and_base_url_from_the_suite_win_over_the_environment(
         env={"ANTHROPIC_API_KEY": "sk-ant-wrong-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"},
     )
     assert reply(harness.converse(backend, "hello")[0]).response == "hi"
-    assert API_KEY in harness.loaded.secrets
+    assert API_KEY in backend.secrets  # the backend says what it adds; the suite is left alone
+    assert API_KEY not in harness.loaded.secrets
 
 
 def test_auth_token_from_the_environment(harness: Harness, fake: FakeAnthropic) -> None:
@@ -439,7 +440,8 @@ def test_auth_token_from_the_environment(harness: Harness, fake: FakeAnthropic) 
 def test_a_deprecated_model_is_warned_about_once(harness: Harness, fake: FakeAnthropic) -> None:
     fake.script(text("a"), text("b"))
     backend = harness.backend()  # claude-sonnet-4-5-20250929: retired 2026-11-30
-    assert harness.loaded.warnings == [
+    assert harness.loaded.warnings == []  # the backend says it; the suite is left alone
+    assert backend.warnings == [
         "suite.yaml: agent.model 'claude-sonnet-4-5-20250929' is deprecated; Anthropic "
         "retires it on November 30th, 2026"
     ]
@@ -652,8 +654,8 @@ def test_cli_run_passes_against_the_fake(
     project: Project, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake.responder = scripted_analyst
-    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+    # the environment as the entry point read it (no module below it reads os.environ)
+    project.env.update({"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake.url})
     project.write("suite.yaml", SUITE)
     result = project.run("run", "suite.yaml")
     assert result.code == 0, result.out + result.err
@@ -672,8 +674,8 @@ def test_cli_run_fails_a_wrong_turn_with_exit_1(
     project: Project, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake.responder = scripted_analyst
-    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+    # the environment as the entry point read it (no module below it reads os.environ)
+    project.env.update({"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake.url})
     project.write("suite.yaml", SUITE.replace("and minus the cost?", "something wrong?"))
     result = project.run("run", "suite.yaml")
     assert result.code == 1, result.out + result.err
@@ -685,8 +687,10 @@ def test_cli_run_fails_a_wrong_turn_with_exit_1(
 def test_cli_401_stops_the_run_with_exit_3(
     project: Project, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-revoked-key-000")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+    # the environment as the entry point read it (no module below it reads os.environ)
+    project.env.update(
+        {"ANTHROPIC_API_KEY": "sk-ant-revoked-key-000", "ANTHROPIC_BASE_URL": fake.url}
+    )
     cases = "".join(f"  - {{name: case{i}, input: hi}}\n" for i in range(6))
     project.write("suite.yaml", SUITE.split("test_cases:")[0] + "test_cases:\n" + cases)
     result = project.run("run", "suite.yaml")

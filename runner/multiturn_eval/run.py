@@ -308,7 +308,7 @@ class _Pipeline:
         secrets: set[str] = set()
         for planned, backend in zip(plan, backends, strict=True):
             secrets |= planned.loaded.secrets
-            secrets |= set(getattr(backend, "secrets", ()))
+            secrets |= backend.secrets
         self.redact = self.redact.with_secrets(secrets)
         return backends
 
@@ -460,7 +460,7 @@ def run_suites(
         guard.enter("running")
         warnings = [w for p in plan for w in p.loaded.warnings]
         for backend in backends:
-            warnings.extend(getattr(backend, "warnings", ()))
+            warnings.extend(backend.warnings)
         # The suites live for the whole run: keep the garbage collector from re-scanning them
         # on every collection (about 20% of the run phase's CPU with 1,000 test cases).
         gc.freeze()

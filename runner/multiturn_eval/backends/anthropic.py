@@ -42,16 +42,15 @@ window and every other 4xx fail the turn.
 Environment: ``api_key`` / ``base_url`` come from the suite, else
 ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN``) / ``ANTHROPIC_BASE_URL``.
 The environment is read once, when the backend is built (from ``env=`` when
-given, else ``os.environ``); a missing key is a configuration error (exit 2)
-before any request. The key is added to the suite's secrets, so no report
-shows it.
+given, else the run's :class:`~multiturn_eval.environment.RunEnvironment`); a
+missing key is a configuration error (exit 2) before any request. The key is
+in the backend's ``secrets`` (the run redacts it from every report).
 """
 
 from __future__ import annotations
 
 import base64
 import itertools
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -255,8 +254,12 @@ class AnthropicBackend:
         agent = suite.suite.agent
         assert isinstance(agent, AnthropicAgent)
         self.agent = agent
+        self.secrets: set[str] = set()
+        """What this backend adds to the run's secrets (its API key)."""
+        self.warnings: list[str] = []
+        """Said once at the start of the run (a deprecated model)."""
         if env is None:  # the environment as read once at start-up (empty: built outside the CLI)
-            env = settings.env or os.environ
+            env = settings.env
         api_key = agent.api_key or env.get("ANTHROPIC_API_KEY") or None
         auth_token = None if api_key else (env.get("ANTHROPIC_AUTH_TOKEN") or None)
         issues = _check_files(suite)
@@ -275,13 +278,13 @@ class AnthropicBackend:
             raise ConfigError(issues)
         for secret in (api_key, auth_token):
             if secret:
-                suite.secrets.add(secret)
+                self.secrets.add(secret)
         self.base_url = (
             agent.base_url or env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         ).rstrip("/")
         retired = _end_of_life(agent.model)
         if retired is not None:
-            suite.warnings.append(
+            self.warnings.append(
                 f"{suite.display_path}: agent.model {agent.model!r} is deprecated; Anthropic "
                 f"retires it on {retired}"
             )

@@ -32,7 +32,13 @@ class Session(Protocol):
 
 
 class Backend(Protocol):
+    """Built once per suite. A backend does not change the suite it is given: what it
+    adds to the run is in ``secrets`` (values to redact everywhere, e.g. an API key
+    read from the environment) and ``warnings`` (said once at the start)."""
+
     name: str
+    secrets: set[str]
+    warnings: list[str]
 
     async def open_session(self, case: CaseContext) -> Session: ...
 

@@ -54,8 +54,8 @@ from pydantic import BaseModel, ValidationError
 
 from .._version import __version__
 from ..errors import BackendError, FatalBackendError, TransientError
-from ..reports.redact import Redactor
 from ..retry import RetryPolicy, Sleep, parse_retry_after, retry_note
+from ..secrets import Redactor, secrets_in
 from ..suite import HttpAgent
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 
@@ -67,10 +67,6 @@ M = TypeVar("M", bound=BaseModel)
 
 #: reply keys the runner reads
 REPLY_KEYS = ("response", "tool_invocations", "token_usage", "cost_usd", "warnings")
-#: header names whose values are treated as secrets even when written literally
-_SECRET_HEADER = re.compile(r"authorization|key|token|secret|cookie|auth|password", re.IGNORECASE)
-#: shortest header value treated as a secret (shorter ones would blank out ordinary words)
-MIN_SECRET_LENGTH = 6
 EXCERPT = 200
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
@@ -105,10 +101,10 @@ class HttpBackend:
         self.url = agent.url
         self.shown_url = display_url(agent.url)
         self.timeout = agent.timeout or settings.turn_timeout
-        for name, value in agent.headers.items():
-            if _SECRET_HEADER.search(name) and len(value) >= MIN_SECRET_LENGTH:
-                suite.secrets.add(value)
-        self.redact = Redactor(suite.secrets)
+        self.secrets: set[str] = set(secrets_in(agent.headers))
+        """Credential-looking header values (the run redacts them from every report)."""
+        self.warnings: list[str] = []
+        self.redact = Redactor(suite.secrets | self.secrets)
         parallel = max(1, settings.parallel_test_cases)
         self.client = httpx2.AsyncClient(
             timeout=httpx2.Timeout(self.timeout),

@@ -150,6 +150,8 @@ class PythonBackend:
     def __init__(self, suite: LoadedSuite, settings: RunSettings) -> None:
         assert suite.factory is not None
         self._factory = suite.factory
+        self.secrets: set[str] = set()
+        self.warnings: list[str] = []
         self._pool = ThreadPoolExecutor(
             max_workers=max(4, settings.parallel_test_cases), thread_name_prefix="agent"
         )

@@ -83,7 +83,6 @@ import base64
 import functools
 import json
 import logging
-import os
 import re
 import time
 import warnings
@@ -647,8 +646,12 @@ class SemanticKernelBackend:
         self.config = config
         self.suite = suite
         self.service_name = config.service
+        self.secrets: set[str] = set()
+        """What this backend adds to the run's secrets (its API key)."""
+        self.warnings: list[str] = []
+        """Said once at the start of the run (a deprecated model)."""
         if env is None:
-            env = settings.env or os.environ  # read once at start-up (empty: not via the CLI)
+            env = settings.env  # read once at start-up
         _quiet_logs()
         issues = self._file_issues()
         api_key, self.base_url = self._credentials(env)
@@ -667,7 +670,7 @@ class SemanticKernelBackend:
         if issues:
             raise ConfigError(issues)
         if api_key:
-            suite.secrets.add(api_key)  # from the environment too: no report may show it
+            self.secrets.add(api_key)  # from the environment too: no report may show it
         self.policy = RetryPolicy(config.retry, sleep=sleep)
         self.price = price_for(config.model, suite.suite.pricing)
         self.toolset = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
@@ -811,7 +814,7 @@ class SemanticKernelBackend:
 
         retired = _end_of_life(model)
         if retired is not None:
-            self.suite.warnings.append(
+            self.warnings.append(
                 f"{self.suite.display_path}: agent.model {model!r} is deprecated; Anthropic "
                 f"retires it on {retired}"
             )
