@@ -244,10 +244,11 @@ def _quiet_closed_stdout() -> None:
             os.close(devnull)
 
 
-def entry() -> None:
-    # First of all: SIGINT/SIGTERM are ours from here on (exit 3, reports of what finished).
-    guard = InterruptGuard()
-    guard.install()
+def entry(guard: InterruptGuard | None = None) -> None:
+    """The process's entry: ``main`` with exit codes, and nothing left hanging at exit."""
+    if guard is None:  # SIGINT/SIGTERM are ours from here on (exit 3, reports of what finished)
+        guard = InterruptGuard()
+        guard.install()
     try:
         code = main(guard=guard)
     except (KeyboardInterrupt, Interrupted):

@@ -93,6 +93,10 @@ class RunOutcome:
     warnings: list[str] = field(default_factory=list)
     markdown: str | None = None
     """``summary.md`` as written (None when it was not asked for or not written)."""
+    run_seconds: float | None = None
+    """From the first session opened to the last one closed (the benchmarks read it)."""
+    max_in_flight: int = 0
+    """The most test cases that were running at once."""
 
 
 def expand_suites(patterns: Sequence[str | Path]) -> list[Path]:
@@ -543,4 +547,10 @@ def _finish(
         write_error=write_error,
         warnings=warnings,
         markdown=pipeline.markdown,
+        run_seconds=(
+            state.last_session_closed - state.first_session_opened
+            if state.first_session_opened is not None and state.last_session_closed is not None
+            else None
+        ),
+        max_in_flight=state.max_in_flight,
     )
