@@ -140,27 +140,16 @@ def fake_server(command: list[str] | None) -> Iterator[str]:
 
 
 CHILD = """
-import asyncio, json, sys, time
-from pathlib import Path
+import json, os, time
 t0 = time.process_time()
-from multiturn_eval.backends.base import create_backend
-from multiturn_eval.loader import load_suites
-from multiturn_eval.scheduler import PlannedSuite, RunState, Selection, run_plan
-from multiturn_eval.settings import resolve_settings
-suites = load_suites([Path("suite.yaml")], {{}})
-settings = resolve_settings({{"parallel_test_cases": {parallel}, "turn_timeout": 60}}, {{}})
-plan = [PlannedSuite(s, settings, Selection().select(s)) for s in suites]
-state = RunState(plan=plan)
-backends = [create_backend(p.loaded, p.settings) for p in plan]
-t1 = time.process_time()
-w1 = time.perf_counter()
-asyncio.run(run_plan(state, backends))
-w2 = time.perf_counter()
-t2 = time.process_time()
-results = state.final_results()
-turns = [t for r in results for t in r.all_turns()]
+from multiturn_eval.run import RunOptions, run_suites
+imports = time.process_time() - t0
+options = RunOptions(parallel_test_cases={parallel}, turn_timeout=60, formats=("json",))
+outcome = run_suites(["suite.yaml"], options, dict(os.environ))
+turns = [t for r in outcome.report.results for t in r.all_turns()]
 print(json.dumps({{
-    "startup_cpu": t1 - t0, "run_cpu": t2 - t1, "run_wall": w2 - w1,
+    "startup_cpu": imports + outcome.cpu_seconds["load"], "run_cpu": outcome.cpu_seconds["run"],
+    "run_wall": outcome.run_seconds,
     "turns": len(turns), "passed": sum(t.passed for t in turns),
     "errors": sorted({{e for t in turns for e in t.errors}})[:3],
 }}))

@@ -4,6 +4,7 @@
     python bench/core.py scaling    # 256 cases x 4 turns at 50 ms/turn, -p 8/32/128; 16 at -p 1
     python bench/core.py validate   # `multiturn-eval validate` on a 1,000-case suite
     python bench/core.py version    # `multiturn-eval --version`
+    python bench/core.py compare --old-root DIR   # overhead, an older checkout vs this one
     python bench/core.py all
 
 Run from the repository root with the project's virtual environment.
@@ -12,7 +13,6 @@ Run from the repository root with the project's virtual environment.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
 import os
 import resource
@@ -55,9 +55,11 @@ def child_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_cli(args: list[str], cwd: Path) -> tuple[float, float, int, int]:
+def run_cli(
+    args: list[str], cwd: Path, pythonpath: str | None = None
+) -> tuple[float, float, int, int]:
     """(wall s, CPU s, exit code, peak RSS KB) of one CLI process."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": pythonpath or str(ROOT)}
     cpu0, t0 = child_cpu(), time.perf_counter()
     proc = subprocess.run([*EXE, *args], cwd=cwd, env=env, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, child_cpu() - cpu0
@@ -90,47 +92,27 @@ def overhead(repeats: int = 3) -> None:
 
 
 def phases(work: Path) -> None:
-    """Start-up, run phase and report writing, timed in-process."""
+    """Start-up, the whole run_suites call and each report's rendering, timed in-process."""
     sys.path.insert(0, str(ROOT))
     os.chdir(work)
     t0 = time.process_time()
-    from multiturn_eval.backends.base import create_backend
-    from multiturn_eval.loader import load_suites
-    from multiturn_eval.reports.redact import Redactor
-    from multiturn_eval.reports.writer import build_report, now_iso, write_reports
-    from multiturn_eval.scheduler import PlannedSuite, RunState, Selection, run_plan
-    from multiturn_eval.settings import resolve_settings
+    from multiturn_eval.reports.writer import RENDERERS, render_reports
+    from multiturn_eval.run import RunOptions, run_suites
+    from multiturn_eval.secrets import Redactor
 
     t1 = time.process_time()
-    suites = load_suites([Path("suite.yaml")], {})
-    settings = resolve_settings({}, {})
-    plan = [PlannedSuite(s, settings, Selection().select(s)) for s in suites]
-    state = RunState(plan=plan)
-    backends = [create_backend(p.loaded, p.settings) for p in plan]
+    outcome = run_suites(["suite.yaml"], RunOptions(report_dir="phases"), {})
     t2 = time.process_time()
-    asyncio.run(run_plan(state, backends))
-    t3 = time.process_time()
-    report = build_report(
-        ["suite.yaml"],
-        state.final_results(),
-        started_at=now_iso(),
-        started=time.perf_counter(),
-        complete=True,
-    )
-    t4 = time.process_time()
     timings = {}
-    for fmt in ("json", "junit", "markdown", "html"):
+    for fmt in RENDERERS:
         f0 = time.process_time()
-        try:
-            write_reports(report, Path("phases"), [fmt], Redactor())
-        except ModuleNotFoundError:
-            continue
+        for _ in render_reports(outcome.report, [fmt], Redactor()):
+            pass
         timings[fmt] = time.process_time() - f0
-    t5 = time.process_time()
     print(
-        f"  phases (CPU): imports {t1 - t0:.3f} s, load+validate {t2 - t1:.3f} s, run {t3 - t2:.3f} s "
-        f"({(t3 - t2) / 4:.3f} ms/turn), roll-up {t4 - t3:.3f} s, reports {t5 - t4:.3f} s "
-        f"({', '.join(f'{k} {v:.3f}' for k, v in timings.items())})"
+        f"  phases (CPU): imports {t1 - t0:.3f} s, run_suites (load, run, all reports) "
+        f"{t2 - t1:.3f} s ({(t2 - t1) / 4:.3f} ms/turn); rendering alone: "
+        f"{', '.join(f'{k} {v:.3f}' for k, v in timings.items())}"
     )
 
 
@@ -157,26 +139,38 @@ def scaling(repeats: int = 3) -> None:
 
 def run_phase(work: Path, parallel: int) -> float:
     code = f"""
-import asyncio, sys, time
-from pathlib import Path
+import sys
 sys.path.insert(0, {str(ROOT)!r})
-from multiturn_eval.backends.base import create_backend
-from multiturn_eval.loader import load_suites
-from multiturn_eval.scheduler import PlannedSuite, RunState, Selection, run_plan
-from multiturn_eval.settings import resolve_settings
-suites = load_suites([Path("suite.yaml")], {{}})
-settings = resolve_settings({{"parallel_test_cases": {parallel}}}, {{}})
-plan = [PlannedSuite(s, settings, Selection().select(s)) for s in suites]
-state = RunState(plan=plan)
-backends = [create_backend(p.loaded, p.settings) for p in plan]
-asyncio.run(run_plan(state, backends))
-assert state.complete and state.max_in_flight == min({parallel}, len(plan[0].indices))
-print(state.last_session_closed - state.first_session_opened)
+from multiturn_eval.run import RunOptions, run_suites
+outcome = run_suites(["suite.yaml"], RunOptions(parallel_test_cases={parallel}, formats=("json",)), {{}})
+assert outcome.report.run.complete
+assert outcome.max_in_flight == min({parallel}, len(outcome.report.results))
+print(outcome.run_seconds)
 """
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=work, capture_output=True, text=True, check=True
     )
     return float(out.stdout.strip())
+
+
+def compare(old_root: Path, repeats: int = 5) -> None:
+    """The overhead workload on an older checkout and on this one, interleaved: CPU ratio."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        write_suite(work / "suite.yaml", 1000, 4, "bench.agents:instant")
+        cpu: dict[str, list[float]] = {"old": [], "new": []}
+        for _ in range(repeats):
+            for label, root in (("old", old_root), ("new", ROOT)):
+                env_path = os.pathsep.join([str(root / "runner"), str(ROOT)])
+                cpu[label].append(
+                    run_cli(["run", "suite.yaml", "-q", "-o", "out"], work, env_path)[1]
+                )
+        old, new = statistics.median(cpu["old"]), statistics.median(cpu["new"])
+        print(f"compare: 1,000 cases x 4 turns, all reports, median of {repeats} interleaved runs")
+        print(
+            f"  old {old:.2f} s CPU ({old / 4:.3f} ms/turn), new {new:.2f} s CPU ({new / 4:.3f} ms/turn)"
+        )
+        print(f"  new / old: {new / old:.3f}")
 
 
 def validate() -> None:
@@ -197,8 +191,17 @@ def version() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("which", choices=["overhead", "scaling", "validate", "version", "all"])
-    which = parser.parse_args().which
+    parser.add_argument(
+        "which", choices=["overhead", "scaling", "validate", "version", "compare", "all"]
+    )
+    parser.add_argument("--old-root", type=Path, help="for compare: an older checkout")
+    options = parser.parse_args()
+    which = options.which
+    if which == "compare":
+        if options.old_root is None:
+            parser.error("compare needs --old-root")
+        compare(options.old_root)
+        return
     for name, fn in (
         ("version", version),
         ("validate", validate),

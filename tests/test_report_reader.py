@@ -101,3 +101,26 @@ def test_missing_and_non_regular_files(tmp_path: Path) -> None:
         load_report(tmp_path / "nope.json")
     with pytest.raises(ReportFormatError, match="not a regular file"):
         load_report(tmp_path)
+
+
+@pytest.mark.parametrize("env", [{}, GITHUB], ids=["local", "github"])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_the_report_dump_is_the_same_bytes_as_one_pydantic_dump(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], indent: int | None
+) -> None:
+    """report.json is assembled case by case (linear); it must equal the whole-model dump."""
+    from multiturn_eval.reports.json_report import _case_exclude, dump_json
+
+    agents.reset()
+    shutil.copy(DATA / "mixed.yaml", tmp_path / "mixed.yaml")
+    monkeypatch.chdir(tmp_path)
+    report = run_suites(["mixed.yaml"], RunOptions(report_dir="out"), env).report
+    report.results = report.results * 7  # legacy and multi-turn cases, interleaved
+    exclude: dict[str, object] = {
+        "results": {i: _case_exclude(c) for i, c in enumerate(report.results)}
+    }
+    if report.run.github is None:
+        exclude["run"] = {"github"}
+    assert dump_json(report, indent) == report.model_dump_json(indent=indent, exclude=exclude)
+    report.results = []
+    assert dump_json(report, indent) == report.model_dump_json(indent=indent, exclude=exclude)

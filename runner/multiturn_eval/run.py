@@ -97,6 +97,8 @@ class RunOutcome:
     """From the first session opened to the last one closed (the benchmarks read it)."""
     max_in_flight: int = 0
     """The most test cases that were running at once."""
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """CPU time of each phase: ``load`` (suites and backends), ``run``, ``reports``."""
 
 
 def expand_suites(patterns: Sequence[str | Path]) -> list[Path]:
@@ -443,6 +445,7 @@ def run_suites(
 
     if not isinstance(environment, RunEnvironment):
         environment = RunEnvironment.from_mapping(environment)
+    cpu_started = time.process_time()
     own_guard = guard is None
     guard = guard or InterruptGuard()
     if own_guard:
@@ -458,6 +461,7 @@ def run_suites(
         except ConfigError:  # no agent was called: leave no empty report directory behind
             remove_created(pipeline.created_dir, pipeline.report_dir)
             raise
+        cpu_loaded = time.process_time()
         # from here on a signal stops the run (the run's task checks for one when it starts)
         pipeline.state = RunState(plan=plan)
         guard.emergency = pipeline.emergency
@@ -471,7 +475,14 @@ def run_suites(
         pipeline.started_at, pipeline.started = now_iso(), time.perf_counter()
         pipeline.start_console(plan, warnings)
         internal_error = pipeline.execute(backends)
-        return _finish(pipeline, internal_error, warnings)
+        cpu_ran = time.process_time()
+        outcome = _finish(pipeline, internal_error, warnings)
+        outcome.cpu_seconds = {
+            "load": cpu_loaded - cpu_started,
+            "run": cpu_ran - cpu_loaded,
+            "reports": time.process_time() - cpu_ran,
+        }
+        return outcome
     finally:
         guard.emergency = None
         if own_guard:

@@ -151,7 +151,9 @@ def _argument_error(exc: ValidationError) -> str:
         elif error["type"] == "extra_forbidden":
             parts.append(f"unexpected argument '{loc}'")
         else:
-            parts.append(f"argument '{loc}': {error['msg']} (got {quote_value(error.get('input'))})")
+            parts.append(
+                f"argument '{loc}': {error['msg']} (got {quote_value(error.get('input'))})"
+            )
     return "; ".join(parts)
 
 
