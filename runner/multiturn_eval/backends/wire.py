@@ -51,14 +51,18 @@ _SPACES = re.compile(r"\s{2,}")
 class ReplyProblem(Exception):
     """A reply that is not what the API promises (internal: translated by each backend)."""
 
-    def __init__(self, reason: str, body: bytes | str = b"") -> None:
+    def __init__(self, reason: str, body: bytes | str | None = b"") -> None:
         super().__init__(reason)
         self.reason = reason
-        self.excerpt = excerpt(body) if body else "an empty body"
+        self.excerpt: str | None = (
+            None if body is None else excerpt(body) if body else "an empty body"
+        )
+        """None when the body was not read."""
 
     def describe(self, what: str) -> str:
         """``<what> (<reason>): <excerpt>`` -- the sentence every backend puts in the turn error."""
-        return f"{what} ({self.reason}): {self.excerpt}"
+        quoted = f": {self.excerpt}" if self.excerpt is not None else ""
+        return f"{what} ({self.reason}){quoted}"
 
 
 class ReplyTooLarge(ReplyProblem):
@@ -66,7 +70,9 @@ class ReplyTooLarge(ReplyProblem):
 
 
 def mib(size: int) -> str:
-    return f"{size / 1024 / 1024:g} MB"
+    """``10 MB``, ``52.4 MB``: a size in MiB for messages."""
+    value = size / 1024 / 1024
+    return f"{value:g} MB" if value == int(value) else f"{value:.1f} MB"
 
 
 def excerpt(
@@ -78,9 +84,10 @@ def excerpt(
     """
     head = data[: limit * 8]
     text = head.decode("utf-8", "replace") if isinstance(head, bytes) else head
-    text = _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip()
+    text = _CONTROL.sub(" ", text)
     if redact is not None:
         text = redact(text)
+    text = _SPACES.sub(" ", text).strip()
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return json.dumps(text, ensure_ascii=False)
@@ -160,7 +167,7 @@ def response_hook(
         if length.isdigit() and int(length) > limit:
             await response.aclose()
             raise ReplyTooLarge(
-                f"the body is {mib(int(length))}, over the {mib(limit)} cap; not read"
+                f"the body is {mib(int(length))}, over the {mib(limit)} cap; not read", None
             )
         response.stream = _CappedStream(response.stream, limit)
         if check is None or not 200 <= response.status_code < 300:
