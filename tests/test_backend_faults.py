@@ -17,6 +17,8 @@ under Semantic Kernel) against the fake servers of :mod:`tests.fakes`; the
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -453,3 +455,26 @@ def test_a_time_fault_ends_the_turn_by_its_timeout_and_the_next_turn_is_sent(
     else:
         assert turns[1]["response"] == "fine" and turns[1]["errors"] == []
     assert elapsed < 2 * TURN_TIMEOUT + 30  # hang detector only (imports included)
+
+
+# ------------------------------------------------------------------ the harness
+
+
+def test_the_fault_harness_quick_run_finds_nothing_escaping() -> None:
+    """``bench/reliability/backend_faults.py --quick``: every count in its table is 0."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "reliability" / "backend_faults.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [
+        line for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line
+    ]
+    assert len(rows) == 1 + 3 * 5  # header + every backend x family
+    for row in rows[1:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[2] == "2" and cells[3:7] == ["0", "0", "0", "0"], row
