@@ -14,7 +14,9 @@ runs once, through ``python -m multiturn_eval run`` in a fresh process, with
 
 Families: ``malformed`` (200s that are not the API's reply shape, cycling
 through a catalogue: HTML, wrong shape, null content/choices/message, unknown
-blocks, truncated, non-UTF-8, empty, a JSON array, a 50 MB body, ...),
+blocks, truncated, non-UTF-8, empty, a JSON array, a 50 MB body, and a body
+just under the 10 MB cap holding 200,000-600,000 tiny blocks, choices or tool
+invocations, which the SDKs took 10-120 s of event-loop CPU to parse),
 ``storm`` (529 with ``retry-after: 1`` on every attempt), ``slow headers``
 (no response for 60 s), ``slow drip`` (the body 4 bytes per 0.2 s), ``huge
 slow body`` (50 MB, chunked, 64 KiB per 0.05 s).
@@ -78,18 +80,21 @@ MALFORMED: dict[str, list[Any]] = {
             {"type": "message", "content": [{"type": "hologram"}], "usage": {"input_tokens": 1}},
         ),
         Response(200, {"type": "message", "content": [{"type": "text", "text": "x"}]}),
+        Response(200, {"type": "message", "content": [{"type": "text", "text": ""}] * 300_000}),
     ],
     "semantic-kernel": [
         *COMMON_MALFORMED,
         Response(200, {"choices": []}),
         Response(200, {"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]}),
         Response(200, {"choices": [{"message": {"content": 5}}] * 3}),
+        Response(200, {"choices": [{"message": {"role": "assistant", "content": ""}}] * 200_000}),
     ],
     "http": [
         *COMMON_MALFORMED,
         Response(200, {"response": 42}),
         Response(200, {"response": "x", "tool_invocations": [1, 2]}),
         Response(200, {"response": "x", "token_usage": "lots", "cost_usd": "1"}),
+        Response(200, {"response": "x", "tool_invocations": [{"name": "t"}] * 600_000}),
     ],
 }
 
