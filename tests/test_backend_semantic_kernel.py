@@ -521,18 +521,26 @@ def test_a_dropped_connection_names_the_endpoint(harness: Harness, fake: FakeOpe
     assert str(failure).startswith(f"cannot reach the OpenAI API at {fake.base_url}: ")
 
 
-def test_a_reply_slower_than_the_timeout_is_retried(harness: Harness, fake: FakeOpenAI) -> None:
+def test_a_reply_slower_than_the_turn_fails_it_without_a_retry(
+    harness: Harness, fake: FakeOpenAI
+) -> None:
+    """turn_timeout bounds the turn, retries included: a request that used it up is not retried."""
     fake.script(Slow(30, text("too late")), text("ok"))
-    result = reply(harness.converse(harness.backend(turn_timeout=0.5), "hi")[0])
-    assert result.response == "ok"
-    assert f"the request to the OpenAI API at {fake.base_url} timed out" in result.warnings[0]
+    first, second = harness.converse(harness.backend(turn_timeout=0.5), "hi", "again")
+    assert str(error(first)) == (
+        f"the request to the OpenAI API at {fake.base_url} timed out "
+        "(not retried: the turn's 0.5 s turn_timeout is used up)"
+    )
+    assert reply(second).response == "ok"  # the next turn is sent on the same session
+    assert harness.clock.waits == []
 
 
 def test_malformed_json_is_a_turn_error_not_retried(harness: Harness, fake: FakeOpenAI) -> None:
     fake.script(Malformed(), text("ok"))
     first, second = harness.converse(harness.backend(), "hi", "again")
     assert str(error(first)).startswith(
-        f"the OpenAI API at {fake.base_url} sent a malformed response ("
+        f"the OpenAI API at {fake.base_url} returned a reply that is not a Chat Completions "
+        "response ("
     )
     assert reply(second).response == "ok"
     assert harness.clock.waits == []

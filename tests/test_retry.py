@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from multiturn_eval.errors import BackendError, FatalBackendError, TransientError
-from multiturn_eval.retry import RetryPolicy, parse_retry_after, retry_note
+from multiturn_eval.retry import (
+    RetryPolicy,
+    current_deadline,
+    parse_retry_after,
+    request_timeout,
+    retry_note,
+    turn_deadline,
+)
 from multiturn_eval.suite import RetryConfig
 
 
@@ -176,3 +183,90 @@ def test_parse_retry_after_http_date() -> None:
     assert parse_retry_after({"retry-after": date}, now=now) == pytest.approx(30)
     past = email.utils.formatdate(now - 30, usegmt=True)
     assert parse_retry_after({"retry-after": past}, now=now) == 0
+
+
+# ------------------------------------------------------------- the turn's deadline
+
+
+def run_in_turn(seconds: float, policy_: RetryPolicy, call: Any) -> BaseException | Any:
+    async def main() -> Any:
+        with turn_deadline(seconds):
+            try:
+                return await policy_.run(call, translate)
+            except BackendError as exc:
+                return exc
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "expected"),
+    [
+        (2.0, "(not retried: waiting 2.00 s more would run past the turn's 0.5 s turn_timeout ("),
+        (0.5, "(not retried: waiting 0.50 s more would run past the turn's 0.5 s turn_timeout ("),
+        (60.0, "(not retried: waiting 60.00 s more would run past the turn's 0.5 s turn_timeout"),
+    ],
+)
+def test_a_wait_that_would_outlive_the_turn_is_not_started(
+    retry_after: float, expected: str
+) -> None:
+    clock = Clock()
+    call = script(TransientError("HTTP 529", retry_after=retry_after), "never")
+    failure = run_in_turn(0.5, policy(clock), call)
+    assert isinstance(failure, TransientError)
+    assert str(failure).startswith("HTTP 529 " + expected), str(failure)
+    assert clock.waits == [] and call.state["calls"] == 1
+
+
+def test_retries_inside_the_turn_then_gives_up_saying_it_was_retrying() -> None:
+    clock = Clock()
+    call = script(*[TransientError("HTTP 529", retry_after=w) for w in (1, 2, 30)], "never")
+    failure = run_in_turn(10, policy(clock, max_attempts=10), call)
+    assert clock.waits == [1, 2]  # the fake clock does not move the deadline: 30 s > 10 s left
+    assert str(failure).startswith(
+        "HTTP 529 (was retrying: gave up after 3 attempts, waiting 30.00 s more would run past "
+        "the turn's 10 s turn_timeout ("
+    )
+
+
+def test_an_attempt_that_used_up_the_turn_is_not_retried() -> None:
+    async def slow_failure() -> Any:
+        await asyncio.sleep(0.05)
+        raise TransientError("timed out")
+
+    failure = run_in_turn(0.01, policy(Clock()), slow_failure)
+    assert str(failure) == "timed out (not retried: the turn's 0.01 s turn_timeout is used up)"
+
+
+def test_without_a_deadline_nothing_changes() -> None:
+    clock = Clock()
+    call = script(TransientError("HTTP 529", retry_after=50), "ok")
+    assert asyncio.run(policy(clock).run(call, translate)) == "ok"
+    assert clock.waits == [50]
+
+
+def test_request_timeout_is_the_time_left_in_the_turn() -> None:
+    assert request_timeout(30) == 30
+    assert current_deadline() is None
+    with turn_deadline(5) as deadline:
+        assert deadline is not None and deadline.budget == 5
+        assert 4 < request_timeout(30) <= 5
+        assert request_timeout(2) == 2
+        with turn_deadline(60):  # an enclosing, earlier deadline wins
+            assert current_deadline() is deadline
+        with turn_deadline(1):
+            assert request_timeout(30) <= 1
+    assert current_deadline() is None
+
+
+def test_deadlines_of_concurrent_turns_do_not_mix() -> None:
+    async def turn(seconds: float) -> float | None:
+        with turn_deadline(seconds):
+            await asyncio.sleep(0.01)
+            deadline = current_deadline()
+            return deadline.budget if deadline else None
+
+    async def main() -> list[float | None]:
+        return list(await asyncio.gather(turn(1), turn(7), turn(3)))
+
+    assert asyncio.run(main()) == [1, 7, 3]

@@ -16,9 +16,24 @@ a :class:`~multiturn_eval.errors.BackendError` in one place and hands it to
 * when the attempts run out the last error is raised, its message saying how
   many attempts were made.
 
-The whole turn stays bounded by ``turn_timeout`` (the engine cancels a turn
-that runs past it, sleeping included). Sleeping and randomness are injectable,
-so tests neither wait nor depend on luck.
+The whole turn stays bounded by ``turn_timeout``: the engine cancels a turn
+that runs past it (``asyncio.timeout`` around ``session.send``), sleeping
+included. On top of that the policy knows the turn's deadline, so a retry
+never *plans* to outlive the turn: each backend's session opens a
+:func:`turn_deadline` (from the ``turn_timeout`` the backend was built with)
+around its ``send``, and
+
+* a back-off or ``retry-after`` wait that would end at or after the deadline
+  is not started: the last error is raised at once, saying that it was being
+  retried and that the turn's time is up (rather than the bare "timed out"
+  the engine would record a few seconds later);
+* :func:`request_timeout` gives each attempt's HTTP timeout as the time left
+  in the turn (never more than the backend's own per-request timeout).
+
+The deadline is a ``ContextVar``, so tasks a backend (or Semantic Kernel)
+starts inside ``send`` see it, and parallel test cases never see each
+other's. Sleeping and randomness are injectable, so tests neither wait nor
+depend on luck.
 
 Backends::
 
@@ -33,10 +48,13 @@ mapping; it marks transient failures ``retryable`` and may return a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TypeVar
 
 from .errors import BackendError
@@ -47,6 +65,58 @@ T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 #: called before each wait with the error, the attempt that failed (1-based) and the wait
 OnRetry = Callable[[BackendError, int, float], None]
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When the current turn must end: ``when`` on the clock ``time.monotonic``."""
+
+    when: float
+    budget: float
+    """The turn's ``turn_timeout`` in seconds (for messages)."""
+
+    def remaining(self) -> float:
+        return self.when - time.monotonic()
+
+
+_DEADLINE: ContextVar[Deadline | None] = ContextVar("multiturn_eval_turn_deadline", default=None)
+
+
+@contextlib.contextmanager
+def turn_deadline(seconds: float | None) -> Iterator[Deadline | None]:
+    """The turn that runs inside this block ends ``seconds`` from now (None: unbounded).
+
+    A deadline already set (an enclosing turn) is kept when it is earlier.
+    """
+    current = _DEADLINE.get()
+    if seconds is None:
+        yield current
+        return
+    deadline = Deadline(time.monotonic() + seconds, seconds)
+    if current is not None and current.when <= deadline.when:
+        deadline = current
+    token = _DEADLINE.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _DEADLINE.reset(token)
+
+
+def current_deadline() -> Deadline | None:
+    """The deadline of the turn being sent, if a backend set one."""
+    return _DEADLINE.get()
+
+
+#: the shortest HTTP timeout handed to an attempt (an already-past deadline still gets a try)
+MIN_REQUEST_TIMEOUT = 0.01
+
+
+def request_timeout(default: float) -> float:
+    """Seconds one HTTP attempt may take: ``default``, or less when the turn ends sooner."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return default
+    return max(MIN_REQUEST_TIMEOUT, min(default, deadline.remaining()))
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -110,7 +180,10 @@ class RetryPolicy:
         *,
         on_retry: OnRetry | None = None,
     ) -> T:
-        """Await ``call()``, retrying transient failures; raise the final BackendError."""
+        """Await ``call()``, retrying transient failures; raise the final BackendError.
+
+        Within a :func:`turn_deadline` no wait is started that would end past it.
+        """
         attempts = self.config.max_attempts
         attempt = 1
         while True:
@@ -136,10 +209,34 @@ class RetryPolicy:
                         _with_suffix(error, f" (gave up after {attempts} attempts)")
                     raise error from error.__cause__
                 wait = retry_after if retry_after is not None else self.backoff(attempt)
+                late = _past_deadline(wait)
+                if late is not None:
+                    raise _with_suffix(
+                        error,
+                        f" (not retried: {late})"
+                        if attempt == 1
+                        else f" (was retrying: gave up after {attempt} attempts, {late})",
+                    ) from error.__cause__
                 if on_retry is not None:
                     on_retry(error, attempt, wait)
                 await self._sleep(wait)
                 attempt += 1
+
+
+def _past_deadline(wait: float) -> str | None:
+    """Why a wait of ``wait`` seconds cannot be started in this turn, or None when it can."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return None
+    left = deadline.remaining()
+    if wait < left:
+        return None
+    if left <= 0:
+        return f"the turn's {deadline.budget:g} s turn_timeout is used up"
+    return (
+        f"waiting {wait:.2f} s more would run past the turn's {deadline.budget:g} s "
+        f"turn_timeout ({left:.2f} s left)"
+    )
 
 
 def retry_note(error: BackendError, attempt: int, wait: float) -> str:

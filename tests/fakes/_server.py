@@ -9,9 +9,12 @@ concurrent sessions can get answers that depend on their own request.
 
 Generic replies every fake understands: :class:`Response` (anything, verbatim),
 :class:`Slow` (wait, then answer: slower than a client timeout), :class:`Drop`
-(read the request, close the connection without a response) and
-:class:`Malformed` (a 200 whose body is not JSON). Every request is recorded
-in :attr:`FakeServer.requests`.
+(read the request, close the connection without a response),
+:class:`Malformed` (a 200 whose body is not JSON), and the faults a client
+must survive without running past its turn: :class:`Drip` (headers at once,
+then the body a few bytes at a time) and :class:`Huge` (a body of tens of
+megabytes, sent as fast as the client reads it, or dripped). Every request is
+recorded in :attr:`FakeServer.requests`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import json
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -80,7 +83,54 @@ class Malformed:
     content_type: str = "application/json"
 
 
+@dataclass(frozen=True)
+class Drip:
+    """Headers (with the full ``content-length``) at once, then ``chunk`` bytes per ``interval``.
+
+    A client whose only bound is a per-read timeout longer than ``interval``
+    never times out on it; the bytes keep coming until the body is complete.
+    """
+
+    body: bytes = b'{"response": "' + b"x" * 4096 + b'"}'
+    chunk: int = 8
+    interval: float = 0.2
+    status: int = 200
+    content_type: str = "application/json"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Huge:
+    """A body of ``size`` bytes: ``head``, then ``fill`` repeated, then ``tail``.
+
+    Sent in 64 KiB writes as fast as the client reads (``interval`` = 0), or
+    with a pause between writes. ``chunked``: no ``content-length`` (the client
+    cannot know the size before reading it).
+    """
+
+    size: int = 50 * 1024 * 1024
+    head: bytes = b'{"response": "'
+    fill: bytes = b"x"
+    tail: bytes = b'"}'
+    interval: float = 0.0
+    chunked: bool = False
+    status: int = 200
+    content_type: str = "application/json"
+
+    def chunks(self, size: int = 64 * 1024) -> Iterator[bytes]:
+        yield self.head
+        filler = max(0, self.size - len(self.head) - len(self.tail))
+        block = (self.fill * (size // max(1, len(self.fill)) + 1))[:size]
+        while filler > 0:
+            piece = block[: min(size, filler)]
+            filler -= len(piece)
+            yield piece
+        yield self.tail
+
+
 Responder = Callable[[Request], Any]
+#: what :meth:`FakeServer.render` hands to the wire
+Wire = Response | Slow | Drop | Drip | Huge
 
 
 class FakeServer:
@@ -115,11 +165,11 @@ class FakeServer:
         """A reply for a request the real service would reject up front, else None."""
         return None
 
-    def render(self, reply: Any, request: Request) -> Response | Slow | Drop:
+    def render(self, reply: Any, request: Request) -> Wire:
         """Turn a domain reply into a generic one; the base knows only the generic ones."""
         if isinstance(reply, Malformed):
             return Response(200, reply.text, content_type=reply.content_type)
-        if isinstance(reply, Response | Slow | Drop):
+        if isinstance(reply, Response | Slow | Drop | Drip | Huge):
             return reply
         raise TypeError(f"{type(self).__name__} cannot send {reply!r}")
 
@@ -209,6 +259,46 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client went away (it timed out first)
             self.close_connection = True
 
+    def _stream(
+        self,
+        status: int,
+        content_type: str,
+        headers: Mapping[str, str],
+        chunks: Iterable[bytes],
+        interval: float,
+        length: int | None,
+    ) -> None:
+        """Headers now, then the chunks (chunked transfer encoding when ``length`` is None)."""
+        stopping = self.server_fake._stopping
+        try:
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            if length is None:
+                self.send_header("transfer-encoding", "chunked")
+            else:
+                self.send_header("content-length", str(length))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.flush()
+            for piece in chunks:
+                if interval and stopping.wait(interval):
+                    break
+                if stopping.is_set():
+                    break
+                if length is None:
+                    piece = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+                self.wfile.write(piece)
+                self.wfile.flush()
+            else:
+                if length is None:
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                return
+        except OSError:  # the client went away (it gave up first, as it should)
+            pass
+        self.close_connection = True
+
     def _handle(self) -> None:
         fake = self.server_fake
         length = int(self.headers.get("content-length") or 0)
@@ -236,6 +326,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if isinstance(reply, Drip):
+            body = reply.body
+            pieces = (body[i : i + reply.chunk] for i in range(0, len(body), max(1, reply.chunk)))
+            self._stream(
+                reply.status, reply.content_type, reply.headers, pieces, reply.interval, len(body)
+            )
+            return
+        if isinstance(reply, Huge):
+            self._stream(
+                reply.status,
+                reply.content_type,
+                {},
+                reply.chunks(),
+                reply.interval,
+                None if reply.chunked else reply.size,
+            )
             return
         self._send(reply)
 

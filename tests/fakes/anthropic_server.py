@@ -34,12 +34,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes._server import Drop, FakeServer, Malformed, Request, Response, Slow
+from tests.fakes._server import (
+    Drip,
+    Drop,
+    FakeServer,
+    Huge,
+    Malformed,
+    Request,
+    Response,
+    Slow,
+    Wire,
+)
 
 __all__ = [
     "ApiError",
+    "Drip",
     "Drop",
     "FakeAnthropic",
+    "Huge",
     "Malformed",
     "Message",
     "Request",
@@ -247,7 +259,7 @@ class FakeAnthropic(FakeServer):
     def no_reply(self, request: Request) -> Any:
         return server_error()
 
-    def render(self, reply: Any, request: Request) -> Response | Slow | Drop:
+    def render(self, reply: Any, request: Request) -> Wire:
         if isinstance(reply, ApiError):
             return _error(reply.status, reply.type, reply.message, reply.headers)
         if isinstance(reply, Message):

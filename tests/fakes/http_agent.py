@@ -19,12 +19,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes._server import Drop, FakeServer, Malformed, Request, Response, Slow
+from tests.fakes._server import (
+    Drip,
+    Drop,
+    FakeServer,
+    Huge,
+    Malformed,
+    Request,
+    Response,
+    Slow,
+    Wire,
+)
 
 __all__ = [
     "AgentReply",
+    "Drip",
     "Drop",
     "FakeHttpAgent",
+    "Huge",
     "Malformed",
     "Request",
     "Response",
@@ -73,7 +85,7 @@ class FakeHttpAgent(FakeServer):
             return Response(405, {"error": "POST only"})
         return None
 
-    def render(self, reply: Any, request: Request) -> Response | Slow | Drop:
+    def render(self, reply: Any, request: Request) -> Wire:
         if isinstance(reply, AgentReply):
             return Response(200, reply.body())
         return super().render(reply, request)

@@ -46,14 +46,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from tests.fakes._server import Drop, FakeServer, Malformed, Request, Response, Slow
+from tests.fakes._server import (
+    Drip,
+    Drop,
+    FakeServer,
+    Huge,
+    Malformed,
+    Request,
+    Response,
+    Slow,
+    Wire,
+)
 
 __all__ = [
     "API_KEY",
     "Completion",
+    "Drip",
     "Drop",
     "ErrorReply",
     "FakeOpenAI",
+    "Huge",
     "Malformed",
     "Request",
     "Response",
@@ -302,7 +314,7 @@ class FakeOpenAI(FakeServer):
     def no_reply(self, request: Request) -> Any:
         return server_error(message="fake server: no scripted reply left for this request")
 
-    def render(self, reply: Any, request: Request) -> Response | Slow | Drop:
+    def render(self, reply: Any, request: Request) -> Wire:
         if isinstance(reply, ErrorReply):
             return _error(reply.status, reply.message, reply.type, reply.code, reply.headers)
         if isinstance(reply, Completion):

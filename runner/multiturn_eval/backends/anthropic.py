@@ -39,6 +39,21 @@ Errors are translated in one place (:func:`translate`): 401/403 stop the run
 errors are retried, then fail the turn; a prompt too long for the context
 window and every other 4xx fail the turn.
 
+A 200 whose body is not a Messages API response (an HTML page from a proxy,
+JSON of another shape, ``content: null``, no ``usage``, a content block of a
+type the installed SDK does not know, a cut-off, empty or non-UTF-8 body, a
+body over 10 MB) fails the turn with "the Anthropic API at URL returned a
+reply that is not a Messages API response (why): <excerpt>", checked on the
+wire before the SDK parses it (:mod:`multiturn_eval.backends.wire`,
+:func:`message_problem`). It is not retried and the session stays alive: the
+history is as before the turn, so the next turn is sent as usual.
+
+Time: a turn (its tool loop, every retry and back-off included) runs under a
+:func:`~multiturn_eval.retry.turn_deadline` of ``turn_timeout``: each request's
+HTTP timeout is the time left in the turn, and no retry wait is started that
+would end past it (the turn fails then with the last error, saying it was
+being retried).
+
 Environment: ``api_key`` / ``base_url`` come from the suite, else
 ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN``) / ``ANTHROPIC_BASE_URL``.
 The environment is read once, when the backend is built (from ``env=`` when
@@ -51,6 +66,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import typing
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -60,11 +76,19 @@ import anthropic
 
 from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError, TransientError
 from ..pricing import price_for
-from ..retry import RetryPolicy, Sleep, parse_retry_after, retry_note
+from ..retry import (
+    RetryPolicy,
+    Sleep,
+    parse_retry_after,
+    request_timeout,
+    retry_note,
+    turn_deadline,
+)
 from ..suite import AnthropicAgent
 from ..tools import ToolSet
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 from .files import PDF_TYPE, file_kind
+from .wire import MAX_ITEMS, find_problem, is_int, json_type, response_hook
 
 if TYPE_CHECKING:
     from ..loader import LoadedSuite
@@ -170,8 +194,83 @@ def _too_long(message: str) -> bool:
     )
 
 
+def _block_types() -> frozenset[str]:
+    """The content block types the installed SDK knows (read from its ``ContentBlock`` union)."""
+    try:
+        from anthropic.types import ContentBlock
+
+        (union, *_) = typing.get_args(ContentBlock)
+        return frozenset(
+            value
+            for cls in typing.get_args(union)
+            for value in typing.get_args(cls.model_fields["type"].annotation)
+        )
+    except (ImportError, AttributeError, KeyError, ValueError):  # pragma: no cover - SDK moved it
+        return frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+
+
+BLOCK_TYPES = _block_types()
+_USAGE_COUNTS = ("cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def message_problem(data: Any) -> str | None:
+    """Why a 200's parsed body is not a Messages API response, or None when it is one.
+
+    Checks what the backend reads: ``content`` (a list of at most
+    :data:`~multiturn_eval.backends.wire.MAX_ITEMS` blocks of types the SDK
+    knows; ``text`` blocks with a string ``text``, ``tool_use`` blocks with
+    ``id``, ``name`` and an object ``input``), ``usage`` (whole token counts)
+    and ``stop_reason`` (a string or null). Unknown extra keys are fine.
+    """
+    if not isinstance(data, dict):
+        return f"a JSON {json_type(data)}, not a message object"
+    if data.get("type", "message") != "message":
+        return f"'type' is {data.get('type')!r}, not 'message'"
+    content = data.get("content")
+    if not isinstance(content, list):
+        return "no 'content'" if "content" not in data else f"'content' is {json_type(content)}"
+    if len(content) > MAX_ITEMS:
+        return f"'content' has {len(content)} blocks, more than the {MAX_ITEMS} accepted"
+    for i, block in enumerate(content):
+        if not isinstance(block, dict):
+            return f"content[{i}] is a JSON {json_type(block)}, not a block"
+        kind = block.get("type")
+        if not isinstance(kind, str):
+            return f"content[{i}] has no 'type'"
+        if kind not in BLOCK_TYPES:
+            return f"content[{i}] is a block of unknown type {kind!r}"
+        if kind == "text" and not isinstance(block.get("text"), str):
+            return f"content[{i}] is a text block whose 'text' is {json_type(block.get('text'))}"
+        if kind == "tool_use":
+            for key, want in (("id", str), ("name", str), ("input", dict)):
+                if not isinstance(block.get(key), want):
+                    return f"content[{i}] is a tool_use block whose {key!r} is {json_type(block.get(key))}"
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        return "no 'usage'" if "usage" not in data else f"'usage' is {json_type(usage)}"
+    for key in ("input_tokens", "output_tokens"):
+        if not is_int(usage.get(key)) or usage[key] < 0:
+            return f"usage.{key} is {json_type(usage.get(key))}, not a whole number"
+    for key in _USAGE_COUNTS:
+        value = usage.get(key)
+        if value is not None and (not is_int(value) or value < 0):
+            return f"usage.{key} is {json_type(value)}, not a whole number"
+    stop = data.get("stop_reason")
+    if stop is not None and not isinstance(stop, str):
+        return f"'stop_reason' is {json_type(stop)}"
+    return None
+
+
 def translate(exc: Exception, base_url: str = DEFAULT_BASE_URL) -> BackendError:
     """The one place where the SDK's exceptions become BackendErrors."""
+    problem = find_problem(exc)
+    if problem is not None:
+        return BackendError(
+            problem.describe(
+                f"the Anthropic API at {base_url} returned a reply that is not a Messages API "
+                "response"
+            )
+        )
     if isinstance(exc, anthropic.APIStatusError):
         status = exc.status_code
         message = exc.api_message or exc.message
@@ -205,10 +304,17 @@ def translate(exc: Exception, base_url: str = DEFAULT_BASE_URL) -> BackendError:
         return TransientError(f"cannot reach the Anthropic API at {base_url}{detail}")
     if isinstance(exc, anthropic.APIResponseValidationError | ValueError):
         return BackendError(
-            f"the Anthropic API at {base_url} sent a malformed response "
-            f"({type(exc).__name__}: {str(exc)[:200]})"
+            f"the Anthropic API at {base_url} returned a reply that is not a Messages API "
+            f"response ({type(exc).__name__}: {str(exc)[:200]})"
         )
     return BackendError(f"{type(exc).__name__}: {exc}")
+
+
+def checked_http_client() -> Any:
+    """The SDK's default HTTP client, with the reply size cap and :func:`message_problem`."""
+    return anthropic.DefaultAsyncHttpxClient(
+        event_hooks={"response": [response_hook(message_problem)]}
+    )
 
 
 # ---------------------------------------------------------------------------- backend
@@ -292,12 +398,14 @@ class AnthropicBackend:
         warnings.filterwarnings(
             "ignore", message=r"The model '.*' is deprecated", category=DeprecationWarning
         )
+        self.turn_timeout = settings.turn_timeout
         self.client = anthropic.AsyncAnthropic(
             api_key=api_key,
             auth_token=auth_token,
             base_url=self.base_url,
             max_retries=0,
             timeout=settings.turn_timeout,
+            http_client=checked_http_client(),
         )
         self.tools = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
         self.tool_params = self.tools.anthropic_tools(cache=agent.prompt_caching)
@@ -360,7 +468,9 @@ class AnthropicBackend:
             notes.append(retry_note(error, attempt, wait))
 
         return await self.policy.run(
-            lambda: self.client.messages.create(**params),
+            lambda: self.client.messages.create(
+                **params, timeout=request_timeout(self.turn_timeout)
+            ),
             lambda exc: translate(exc, self.base_url),
             on_retry=note,
         )
@@ -375,6 +485,10 @@ class AnthropicSession:
         self.history: list[dict[str, Any]] = []
 
     async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply:
+        with turn_deadline(self.backend.turn_timeout):
+            return await self._send(message, files)
+
+    async def _send(self, message: str, files: Sequence[TurnFile]) -> TurnReply:
         backend = self.backend
         turn: list[dict[str, Any]] = [
             {"role": "user", "content": backend.content_for(message, files)}

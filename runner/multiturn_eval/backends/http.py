@@ -25,15 +25,22 @@ are secrets: those from ``${VAR}`` and those of credential-looking headers
 redacted from every report, log line and error message, and no error
 message ever quotes a request header.
 
-Each POST is bounded by ``agent.timeout`` (default: the turn timeout) and goes
-through the capped retry policy of ``agent.retry`` (408, 429, 5xx, timeouts,
-refused or dropped connections; ``retry-after`` honoured up to its cap). A
+Each POST, reading the whole reply included, is bounded by ``agent.timeout``
+(default: the turn timeout), and never by more than the time left in the turn;
+it goes through the capped retry policy of ``agent.retry`` (408, 429, 5xx,
+timeouts, refused or dropped connections; ``retry-after`` honoured up to its
+cap), which starts no wait that would end past the turn's ``turn_timeout``. A
 retried turn is sent again with the same ``session_id`` and ``turn_index``:
 treat that pair as an idempotency key if your agent must not see a turn twice.
 401 and 403 stop the run (exit 3): a wrong token would fail every test case.
 Any other status, a body that is not JSON, or a JSON reply of the wrong shape
-fails the turn with a message quoting a short, sanitised excerpt of what came
-back.
+(``response`` not a string, ``tool_invocations`` not an array of objects or
+more than 10,000 of them, ``token_usage`` not an object of whole numbers,
+``cost_usd`` not a finite number, ``warnings`` not an array) fails the turn
+with a message quoting a short, sanitised excerpt of what came back; so does
+a reply body over 10 MB, which is not read past that
+(:mod:`multiturn_eval.backends.wire`). Such a turn is not retried and the
+session stays alive: the next turn is sent with the next ``turn_index``.
 
 The HTTP client is ``httpx2``, the client the ``anthropic`` and ``openai``
 SDKs are built on (so it is always installed with multiturn-eval).
@@ -41,9 +48,10 @@ SDKs are built on (so it is always installed with multiturn-eval).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
-import re
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -54,10 +62,18 @@ from pydantic import BaseModel, ValidationError
 
 from .._version import __version__
 from ..errors import BackendError, FatalBackendError, TransientError
-from ..retry import RetryPolicy, Sleep, parse_retry_after, retry_note
+from ..retry import (
+    RetryPolicy,
+    Sleep,
+    parse_retry_after,
+    request_timeout,
+    retry_note,
+    turn_deadline,
+)
 from ..secrets import Redactor, secrets_in
 from ..suite import HttpAgent
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
+from .wire import MAX_ITEMS, excerpt, find_problem, json_type, response_hook
 
 if TYPE_CHECKING:
     from ..loader import LoadedSuite
@@ -67,9 +83,6 @@ M = TypeVar("M", bound=BaseModel)
 
 #: reply keys the runner reads
 REPLY_KEYS = ("response", "tool_invocations", "token_usage", "cost_usd", "warnings")
-EXCERPT = 200
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
 
 def display_url(url: str) -> str:
@@ -101,6 +114,7 @@ class HttpBackend:
         self.url = agent.url
         self.shown_url = display_url(agent.url)
         self.timeout = agent.timeout or settings.turn_timeout
+        self.turn_timeout = settings.turn_timeout
         self.secrets: set[str] = set(secrets_in(agent.headers))
         """Credential-looking header values (the run redacts them from every report)."""
         self.warnings: list[str] = []
@@ -113,6 +127,7 @@ class HttpBackend:
             ),
             headers={"user-agent": f"multiturn-eval/{__version__}", **agent.headers},
             follow_redirects=False,
+            event_hooks={"response": [response_hook(None)]},  # the 10 MB body cap
         )
         self.policy = RetryPolicy(agent.retry, sleep=sleep)
 
@@ -124,21 +139,20 @@ class HttpBackend:
 
     # ------------------------------------------------------------------------ helpers
 
-    def excerpt(self, text: str) -> str:
+    def excerpt(self, text: str | bytes) -> str:
         """A short, single-line, secret-free quote of what the agent sent."""
-        clean = self.redact(_CONTROL.sub(" ", text)).strip()
-        clean = re.sub(r"\s{2,}", " ", clean)
-        if len(clean) > EXCERPT:
-            clean = clean[: EXCERPT - 1] + "…"
-        return json.dumps(clean, ensure_ascii=False)
+        return excerpt(text, redact=self.redact)
 
     def translate(self, exc: Exception) -> BackendError:
         """The one place where transport failures and statuses become BackendErrors."""
         where = f"the agent at {self.shown_url}"
+        problem = find_problem(exc)
+        if problem is not None:  # the only check on this client is the size cap
+            return BackendError(f"{where} answered with a body too large to read ({problem})")
         if isinstance(exc, _StatusError):
             response = exc.response
             status = response.status_code
-            body = self.excerpt(response.text) if response.content else "an empty body"
+            body = self.excerpt(response.content) if response.content else "an empty body"
             text = f"{where} answered HTTP {status}: {body}"
             if status in (401, 403):
                 return FatalBackendError(
@@ -159,7 +173,7 @@ class HttpBackend:
                 )
             return BackendError(text, status_code=status)
         if isinstance(exc, httpx2.TimeoutException):
-            return TransientError(f"{where} did not answer within {self.timeout:g} s")
+            return self.timed_out(self.timeout)
         if isinstance(exc, httpx2.ConnectError):
             return TransientError(f"cannot connect to {where}: {self.redact(str(exc))}")
         if isinstance(exc, httpx2.TransportError):
@@ -167,9 +181,23 @@ class HttpBackend:
             return TransientError(f"the connection to {where} broke: {detail}")
         return BackendError(f"{type(exc).__name__}: {self.redact(str(exc))}")
 
+    def timed_out(self, limit: float) -> TransientError:
+        where = f"the agent at {self.shown_url}"
+        if limit >= self.timeout:
+            return TransientError(f"{where} did not answer within {self.timeout:g} s")
+        return TransientError(
+            f"{where} did not answer in the {limit:.2f} s left of the turn's "
+            f"{self.turn_timeout:g} s turn_timeout"
+        )
+
     async def post(self, payload: dict[str, Any], notes: list[str]) -> httpx2.Response:
         async def attempt() -> httpx2.Response:
-            response = await self.client.post(self.url, json=payload)
+            limit = request_timeout(self.timeout)
+            try:
+                async with asyncio.timeout(limit):  # a slow drip of a body included
+                    response = await self.client.post(self.url, json=payload, timeout=limit)
+            except (TimeoutError, httpx2.TimeoutException):
+                raise self.timed_out(limit) from None
             if not 200 <= response.status_code < 300:
                 raise _StatusError(response)
             return response
@@ -184,9 +212,9 @@ class HttpBackend:
         where = f"the agent at {self.shown_url}"
         try:
             data = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
             kind = response.headers.get("content-type", "no content type")
-            body = self.excerpt(response.text) if response.content else "an empty body"
+            body = self.excerpt(response.content) if response.content else "an empty body"
             raise BackendError(
                 f"{where} answered HTTP {response.status_code} with a body that is not JSON "
                 f"({kind}): {body}"
@@ -194,17 +222,17 @@ class HttpBackend:
         if not isinstance(data, dict):
             raise BackendError(
                 f"{where} answered with a JSON {_json_type(data)}, not an object with "
-                f"'response': {self.excerpt(response.text)}"
+                f"'response': {self.excerpt(response.content)}"
             )
         if "response" not in data:
             raise BackendError(
                 f"{where} answered without 'response' (keys: "
-                f"{', '.join(map(str, data)) or 'none'}): {self.excerpt(response.text)}"
+                f"{', '.join(map(str, data)) or 'none'}): {self.excerpt(response.content)}"
             )
         if not isinstance(data["response"], str):
             raise BackendError(
                 f"{where} answered with 'response' as a JSON {_json_type(data['response'])}, "
-                f"not a string: {self.excerpt(json.dumps(data['response']))}"
+                f"not a string: {self.excerpt(_dumps(data['response']))}"
             )
         unknown = [k for k in data if k not in REPLY_KEYS]
         if unknown:
@@ -213,9 +241,14 @@ class HttpBackend:
                 f"(it reads {', '.join(REPLY_KEYS)})"
             )
         try:
+            items = _list(data, "tool_invocations")
+            if len(items) > MAX_ITEMS:
+                raise _Shape(
+                    "tool_invocations", f"{len(items)} entries, more than the {MAX_ITEMS} accepted"
+                )
             invocations = [
                 _validate(ToolInvocation, item, f"tool_invocations[{i}]")
-                for i, item in enumerate(_list(data, "tool_invocations"))
+                for i, item in enumerate(items)
             ]
             usage = (
                 _validate(TokenUsage, data["token_usage"], "token_usage")
@@ -225,6 +258,8 @@ class HttpBackend:
             cost = data.get("cost_usd")
             if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)):
                 raise _Shape("cost_usd", f"must be a number, got a JSON {_json_type(cost)}")
+            if cost is not None and not (math.isfinite(cost) and cost >= 0):
+                raise _Shape("cost_usd", f"must be a finite number >= 0, got {cost}")
             extra = [str(w) for w in _list(data, "warnings")]
         except _Shape as exc:
             raise BackendError(f"{where} answered with a malformed {exc.field}: {exc}") from None
@@ -243,16 +278,11 @@ class _Shape(ValueError):
         self.field = field
 
 
-def _json_type(value: Any) -> str:
-    return {
-        dict: "object",
-        list: "array",
-        str: "string",
-        bool: "boolean",
-        int: "number",
-        float: "number",
-        type(None): "null",
-    }.get(type(value), type(value).__name__)
+_json_type = json_type
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value)
 
 
 def _list(data: Mapping[str, Any], key: str) -> list[Any]:
@@ -299,11 +329,12 @@ class HttpSession:
         return body
 
     async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply:
-        payload = self.payload(message, files)
-        self.turn_index += 1
-        warnings: list[str] = []
-        response = await self.backend.post(payload, warnings)
-        return self.backend.parse(response, warnings)
+        with turn_deadline(self.backend.turn_timeout):
+            payload = self.payload(message, files)
+            self.turn_index += 1
+            warnings: list[str] = []
+            response = await self.backend.post(payload, warnings)
+            return self.backend.parse(response, warnings)
 
     async def close(self) -> None:
         return None

@@ -60,6 +60,18 @@ not JSON, a context-length 400, a refusal or a content filter fail the turn.
 A failed turn is taken back out of the thread (user message included), so the
 conversation the next turn continues is always one the service accepts.
 
+A 200 whose body is not a Chat Completions response (``choices: []``,
+``message: null``, an HTML page, a cut-off, empty or non-UTF-8 body, JSON of
+another shape, a body over 10 MB, ...; :func:`chat_completion_problem`) or,
+for ``service: anthropic``, not a Messages API response, is checked on the
+wire before the SDK and Semantic Kernel parse it
+(:mod:`multiturn_eval.backends.wire`) and fails the turn with "the OpenAI API
+at URL returned a reply that is not a Chat Completions response (why):
+<excerpt>". Not retried; the session stays alive (the thread is as before the
+turn). A turn, retries and back-off included, runs under a
+:func:`~multiturn_eval.retry.turn_deadline` of ``turn_timeout``: no retry wait
+is started that would end past it.
+
 Decisions where the spec is silent:
 
 * ``instructions`` are sent verbatim as the thread's system message, never
@@ -120,11 +132,12 @@ from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterM
 
 from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError, TransientError
 from ..pricing import price_for
-from ..retry import RetryPolicy, Sleep, parse_retry_after, retry_note
+from ..retry import RetryPolicy, Sleep, parse_retry_after, retry_note, turn_deadline
 from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 from .files import file_kind
+from .wire import MAX_ITEMS, find_problem, is_int, json_type, response_hook
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
@@ -248,6 +261,13 @@ def translate(
         return exc
     api = DISPLAY[service]
     at = f" at {base_url}" if base_url else ""
+    problem = find_problem(exc)
+    if problem is not None and service != "anthropic":
+        return BackendError(
+            problem.describe(
+                f"the {api} API{at} returned a reply that is not a Chat Completions response"
+            )
+        )
     if service == "anthropic":
         import anthropic
 
@@ -271,7 +291,8 @@ def translate(
         return TransientError(f"cannot reach the {api} API{at}{detail}")
     if isinstance(found, openai.APIResponseValidationError | json.JSONDecodeError):
         return BackendError(
-            f"the {api} API{at} sent a malformed response ({type(found).__name__}: {str(found)[:200]})"
+            f"the {api} API{at} returned a reply that is not a Chat Completions response "
+            f"({type(found).__name__}: {str(found)[:200]})"
         )
     return BackendError(f"Semantic Kernel: {_sk_error_text(exc)}")
 
@@ -299,6 +320,71 @@ def _sk_error_text(exc: BaseException) -> str:
 
 #: ``<class 'pkg.mod.Name'>`` in Semantic Kernel's messages -> ``Name``
 _CLASS_REPR = re.compile(r"<class '(?:[\w.<>]+\.)?(\w+)'>")
+
+
+# -------------------------------------------------------------------- the wire check
+
+
+def chat_completion_problem(data: Any) -> str | None:
+    """Why a 200's parsed body is not a Chat Completions response, or None when it is one.
+
+    Checks what Semantic Kernel reads: exactly one entry in ``choices`` (the
+    runner never asks for more), its ``message`` an object whose ``content``
+    is a string or null and whose ``tool_calls`` (at most
+    :data:`~multiturn_eval.backends.wire.MAX_ITEMS`) each name a function with
+    arguments; ``finish_reason`` a string or null; ``usage``, when present,
+    with whole token counts. Unknown extra keys are fine.
+    """
+    if not isinstance(data, dict):
+        return f"a JSON {json_type(data)}, not a chat completion object"
+    choices = data.get("choices")
+    if not isinstance(choices, list):
+        return "no 'choices'" if "choices" not in data else f"'choices' is {json_type(choices)}"
+    if len(choices) != 1:
+        return f"'choices' has {len(choices)} entries; the request asked for one"
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        return f"choices[0] is a JSON {json_type(choice)}, not an object"
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        return f"choices[0].message is {json_type(message)}, not an object"
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        return f"choices[0].message.content is {json_type(content)}, not a string"
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if not isinstance(calls, list):
+            return f"choices[0].message.tool_calls is {json_type(calls)}, not an array"
+        if len(calls) > MAX_ITEMS:
+            return f"{len(calls)} tool calls, more than the {MAX_ITEMS} accepted"
+        for i, call in enumerate(calls):
+            where = f"choices[0].message.tool_calls[{i}]"
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict):
+                return f"{where} has no 'function' object"
+            if not isinstance(function.get("name"), str):
+                return f"{where}.function.name is {json_type(function.get('name'))}"
+            if not isinstance(function.get("arguments"), str | dict):
+                return f"{where}.function.arguments is {json_type(function.get('arguments'))}"
+    reason = choice.get("finish_reason")
+    if reason is not None and not isinstance(reason, str):
+        return f"choices[0].finish_reason is {json_type(reason)}"
+    usage = data.get("usage")
+    if usage is not None:
+        if not isinstance(usage, dict):
+            return f"'usage' is {json_type(usage)}, not an object"
+        for key in ("prompt_tokens", "completion_tokens"):
+            value = usage.get(key)
+            if value is not None and (not is_int(value) or value < 0):
+                return f"usage.{key} is {json_type(value)}, not a whole number"
+    return None
+
+
+def _openai_http_client() -> Any:
+    """The openai SDK's default HTTP client, with the reply size cap and the wire check."""
+    return openai.DefaultAsyncHttpxClient(
+        event_hooks={"response": [response_hook(chat_completion_problem)]}
+    )
 
 
 # ------------------------------------------------------------------------- usage
@@ -543,6 +629,10 @@ class _SKSession:
         self._thread = ChatHistoryAgentThread(chat_history=self._history)
 
     async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply:
+        with turn_deadline(self._backend.turn_timeout):
+            return await self._send(message, files)
+
+    async def _send(self, message: str, files: Sequence[TurnFile]) -> TurnReply:
         backend = self._backend
         user = backend.user_message(message, files)
         before = len(self._history.messages)
@@ -672,6 +762,7 @@ class SemanticKernelBackend:
         if api_key:
             self.secrets.add(api_key)  # from the environment too: no report may show it
         self.policy = RetryPolicy(config.retry, sleep=sleep)
+        self.turn_timeout = settings.turn_timeout
         self.price = price_for(config.model, suite.suite.pricing)
         self.toolset = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
         self._client: Any = None
@@ -781,7 +872,11 @@ class SemanticKernelBackend:
         model = self.config.model
         if self.service_name == "openai":
             client = openai.AsyncOpenAI(
-                api_key=api_key or NO_KEY, base_url=self.base_url, max_retries=0, timeout=timeout
+                api_key=api_key or NO_KEY,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=timeout,
+                http_client=_openai_http_client(),
             )
             self._client = client
             openai_class: Any = _OpenAIService  # the pydantic plugin mistypes SK's own __init__
@@ -801,6 +896,7 @@ class SemanticKernelBackend:
                 api_version=version,
                 max_retries=0,
                 timeout=timeout,
+                http_client=_openai_http_client(),
             )
             self._client = azure
             azure_class: Any = _AzureService
@@ -810,7 +906,7 @@ class SemanticKernelBackend:
             return azure_service
         import anthropic
 
-        from .anthropic import _end_of_life
+        from .anthropic import _end_of_life, checked_http_client
 
         retired = _end_of_life(model)
         if retired is not None:
@@ -823,7 +919,11 @@ class SemanticKernelBackend:
             "ignore", message=r"The model '.*' is deprecated", category=DeprecationWarning
         )
         anthropic_client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=self.base_url, max_retries=0, timeout=timeout
+            api_key=api_key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=checked_http_client(),
         )
         self._client = anthropic_client
         # SK's AnthropicSettings wants the key even beside a client

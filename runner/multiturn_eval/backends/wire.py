@@ -1,0 +1,194 @@
+"""What a remote backend reads off the wire, bounded and checked before anything parses it.
+
+Shared by the ``anthropic``, ``semantic-kernel`` and ``http`` backends, on the
+``httpx2`` clients they build (the SDKs' own clients included, through
+``http_client=``):
+
+* **a size cap**: no reply body larger than :data:`MAX_REPLY_BYTES` (10 MiB)
+  is read. A ``content-length`` above it is refused before the body is read;
+  a body without one stops being read at the cap. The cap is far above any
+  real reply (a Messages API reply of ``max_tokens = 128000`` is well under
+  2 MB) and bounds the work and memory one reply can cost;
+* **a shape check** of every 2xx body (:func:`response_hook`), run on the raw
+  bytes before the SDK turns them into objects. SDKs accept any 200 (an HTML
+  page becomes a ``str``, a JSON object of the wrong shape a half-built
+  model), and what fails later is an ``AttributeError`` deep in a tool loop.
+  The check fails such a reply at once, saying what is wrong with it and
+  quoting a short excerpt (:func:`excerpt`: at most 200 characters, control
+  characters removed, one line). It also bounds the parsing work: a body of
+  millions of tiny content blocks takes the SDK tens of seconds of CPU in the
+  event loop, where no ``turn_timeout`` can interrupt it; more than
+  :data:`MAX_ITEMS` blocks, choices or tool calls is refused unparsed.
+
+Both raise a :class:`ReplyProblem` inside the HTTP client; the SDK wraps it
+(``APIConnectionError``) and each backend's single ``translate`` finds it in
+the cause chain. Such a reply is a turn error, never retried (the same
+request would most likely get the same reply), and the session stays alive:
+the backend's history does not change on a failed turn, so the next turn is
+sent on the conversation as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx2
+
+#: the largest reply body read (bytes, after decompression too)
+MAX_REPLY_BYTES = 10 * 1024 * 1024
+#: the most content blocks / choices / tool calls / tool invocations one reply may hold
+MAX_ITEMS = 10_000
+#: the longest quote of a reply in an error message (characters)
+EXCERPT_CHARS = 200
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_SPACES = re.compile(r"\s{2,}")
+
+
+class ReplyProblem(Exception):
+    """A reply that is not what the API promises (internal: translated by each backend)."""
+
+    def __init__(self, reason: str, body: bytes | str | None = b"") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.excerpt: str | None = (
+            None if body is None else excerpt(body) if body else "an empty body"
+        )
+        """None when the body was not read."""
+
+    def describe(self, what: str) -> str:
+        """``<what> (<reason>): <excerpt>`` -- the sentence every backend puts in the turn error."""
+        quoted = f": {self.excerpt}" if self.excerpt is not None else ""
+        return f"{what} ({self.reason}){quoted}"
+
+
+class ReplyTooLarge(ReplyProblem):
+    """A reply body over :data:`MAX_REPLY_BYTES`."""
+
+
+def mib(size: int) -> str:
+    """``10 MB``, ``52.4 MB``: a size in MiB for messages."""
+    value = size / 1024 / 1024
+    return f"{value:g} MB" if value == int(value) else f"{value:.1f} MB"
+
+
+def excerpt(
+    data: bytes | str, limit: int = EXCERPT_CHARS, redact: Callable[[str], str] | None = None
+) -> str:
+    """A short, single-line, quoted excerpt of ``data`` (bytes decoded leniently).
+
+    ``redact`` (secrets to ``***``) runs before the cut, so no secret is half shown.
+    """
+    head = data[: limit * 8]
+    text = head.decode("utf-8", "replace") if isinstance(head, bytes) else head
+    text = _CONTROL.sub(" ", text)
+    if redact is not None:
+        text = redact(text)
+    text = _SPACES.sub(" ", text).strip()
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return json.dumps(text, ensure_ascii=False)
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (``object``, ``array``, ``null``, ...)."""
+    return {
+        dict: "object",
+        list: "array",
+        str: "string",
+        bool: "boolean",
+        int: "number",
+        float: "number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
+
+
+def load_json(body: bytes) -> Any:
+    """The parsed body, or a ReplyProblem saying why it is not JSON."""
+    if not body.strip():
+        raise ReplyProblem("an empty body", body)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReplyProblem(f"the body is not UTF-8 text (byte {exc.start})", body) from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ReplyProblem("the JSON is nested too deeply", body) from None
+    except ValueError as exc:
+        raise ReplyProblem(f"not JSON: {exc}", body) from None
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    """The response's raw bytes, stopping with ReplyTooLarge past ``limit``."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def __aiter__(self) -> Any:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise ReplyTooLarge(
+                    f"the body is larger than {mib(self._limit)}; stopped reading there", chunk
+                )
+            yield chunk
+
+    async def aclose(self) -> None:
+        close = getattr(self._inner, "aclose", None)
+        if close is not None:
+            await close()
+
+
+#: checks a 2xx reply's parsed JSON body: a reason it is wrong, or None
+Check = Callable[[Any], str | None]
+
+
+def response_hook(
+    check: Check | None, *, limit: int = MAX_REPLY_BYTES
+) -> Callable[[httpx2.Response], Awaitable[None]]:
+    """An ``httpx2`` response event hook: caps every body; reads and checks 2xx bodies.
+
+    Runs before the client reads the body (httpx calls response hooks first),
+    so the SDK only ever parses a reply that passed.
+    """
+
+    async def hook(response: httpx2.Response) -> None:
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            await response.aclose()
+            raise ReplyTooLarge(
+                f"the body is {mib(int(length))}, over the {mib(limit)} cap; not read", None
+            )
+        response.stream = _CappedStream(response.stream, limit)
+        if check is None or not 200 <= response.status_code < 300:
+            return
+        body = await response.aread()
+        if len(body) > limit:  # a compressed body that expands past the cap
+            raise ReplyTooLarge(f"the body decompresses to more than {mib(limit)}", body)
+        reason = check(load_json(body))
+        if reason is not None:
+            raise ReplyProblem(reason, body)
+
+    return hook
+
+
+def find_problem(exc: BaseException) -> ReplyProblem | None:
+    """The ReplyProblem in ``exc``'s cause/context chain (SDKs wrap what the hook raised)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ReplyProblem):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
