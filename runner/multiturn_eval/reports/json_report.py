@@ -8,17 +8,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..results import CaseResult, Report
-
-
-def _replace_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8")  # lone surrogates -> "?"
-    if isinstance(value, dict):
-        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_replace_surrogates(v) for v in value]
-    return value
-
+from ..sanitize import json_safe
+from ..usercode import error_text
 
 #: a test case's fields that only a legacy single-turn case carries (its one turn, flattened)
 LEGACY_FIELDS = frozenset(
@@ -35,8 +26,17 @@ def _case_exclude(case: CaseResult) -> set[str]:
 def dump_json(model: BaseModel, indent: int | None = None) -> str:
     """JSON text of a report or test-case result, in the shape of SPEC 8.
 
-    Text an agent produced with lone surrogates (which UTF-8 cannot encode) is
-    written with those characters replaced, not a crash.
+    The last line of defence between user values and the report file; for a
+    :class:`CaseResult` (and so a :class:`Report`) it never raises:
+
+    1. the fast path: pydantic's own serialiser;
+    2. if that fails (lone surrogates UTF-8 cannot encode, a value the runner's
+       boundary checks missed), the result as Python data made JSON-safe by
+       :func:`multiturn_eval.sanitize.json_safe` (surrogates become ``?``,
+       anything JSON cannot hold its stand-in);
+    3. if even that fails, a test case is written as a failed stub that keeps
+       its identity (index, name, suite, line) and says why in ``errors``;
+       a report is assembled case by case, so one bad case never loses the others.
     """
     exclude: Any = None
     if isinstance(model, Report):
@@ -45,9 +45,58 @@ def dump_json(model: BaseModel, indent: int | None = None) -> str:
         exclude = _case_exclude(model)
     try:
         return model.model_dump_json(indent=indent, exclude=exclude)
-    except ValueError:  # PydanticSerializationError: "surrogates not allowed"
-        data = _replace_surrogates(model.model_dump(mode="json", exclude=exclude))
-        return json.dumps(data, indent=indent, ensure_ascii=False)
+    except Exception:  # PydanticSerializationError: "surrogates not allowed", unknown types
+        pass
+    try:
+        return _dump_safe(model.model_dump(mode="python", exclude=exclude), indent)
+    except Exception as exc:
+        if isinstance(model, CaseResult):
+            return _dump_safe(_case_stub(model, exc), indent)
+        if isinstance(model, Report):
+            return _dump_report_by_case(model, indent)
+        raise
+
+
+def _dump_safe(data: Any, indent: int | None) -> str:
+    safe, _ = json_safe(data, "report")
+    return json.dumps(safe, indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def _case_stub(case: CaseResult, exc: BaseException) -> dict[str, Any]:
+    """What is left of a test case whose result cannot be written at all."""
+    fields = case.__dict__
+
+    def get(name: str, default: Any = None) -> Any:
+        value = fields.get(name, default)
+        return value if isinstance(value, str | int | float | bool | type(None)) else default
+
+    return {
+        "index": get("index", 0),
+        "name": get("name", "?"),
+        "suite": get("suite", "?"),
+        "suite_name": get("suite_name", "?"),
+        "line": get("line"),
+        "tags": [],
+        "backend": get("backend", "?"),
+        "model": get("model"),
+        "passed": False,
+        "skipped": False,
+        "outcome": "error",
+        "errors": [
+            f"internal error: this test case's result could not be written: {error_text(exc)}"
+        ],
+        "duration_ms": get("duration_ms", 0.0),
+        "token_usage": {},
+        "metric_results": [],
+        **({} if fields.get("turns") is None else {"turns": []}),
+        "warnings": [],
+    }
+
+
+def _dump_report_by_case(report: Report, indent: int | None) -> str:
+    data = report.model_dump(mode="python", exclude={"results"})
+    data["results"] = [json.loads(dump_json(case)) for case in report.results]
+    return _dump_safe(data, indent)
 
 
 def render_json(report: Report) -> str:
