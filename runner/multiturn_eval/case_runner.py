@@ -186,10 +186,10 @@ class CaseRunner:
                 self._skip_rest("the session could not be opened")
                 return self._finish(started)
             await self._run_turns(session, started)
-            return self._finish(started)
         finally:
             if session is not None:
                 await self._close(session)
+        return self._finish(started)  # after closing: close()'s warnings belong to the case
 
     def _note_abandoned(self, where: str) -> None:
         """Warn about sync user code left running in its thread (since the last call)."""

@@ -209,8 +209,9 @@ class _Walker:
             return self._container(value, path, depth)
         if isinstance(value, enum.Enum):
             return self.walk(value.value, path, depth + 1)
-        if isinstance(value, BaseModel):
-            return self._container(value.model_dump(), path, depth)
+        if isinstance(value, BaseModel):  # its fields as they are: no serialiser that could fail
+            fields = {name: getattr(value, name) for name in type(value).model_fields}
+            return self._container(fields, path, depth)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
             return self._container(fields, path, depth)
@@ -221,9 +222,8 @@ class _Walker:
         if isinstance(value, bytes | bytearray | memoryview):
             raw = bytes(value)
             text = safe_repr(raw)
-            return self.replaced(
-                path, f"{type(value).__name__} ({len(raw)} bytes)", text, "its repr"
-            )
+            what = f"{type(value).__name__} of length {len(raw)}"
+            return self.replaced(path, what, text, "its repr")
         text = safe_repr(value)
         return self.replaced(path, f"an object of type {type(value).__name__}", text, "its repr")
 
@@ -332,8 +332,13 @@ def _invocations(value: Any, problems: list[Replaced]) -> tuple[Any, ...]:
 
 
 def replaced_values(invocation: Any, where: str) -> list[Replaced]:
-    """What ToolInvocation's own validation replaced (paths relative to ``where``)."""
+    """What ToolInvocation's own validation replaced (paths relative to ``where``).
+
+    Taken once: a reply checked twice (by its backend and by the runner) warns once.
+    """
     found: list[Replaced] = getattr(invocation, "_replaced", None) or []
+    if found:
+        invocation._replaced = []
     return [
         Replaced(where + p.where.removeprefix("tool_invocation"), p.what, p.stand_in) for p in found
     ]

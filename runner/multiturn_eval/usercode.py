@@ -149,6 +149,18 @@ class _Job:
     finished: threading.Event = field(default_factory=threading.Event)
 
 
+class _Carried(Exception):
+    """A BaseException from a thread (SystemExit, GeneratorExit...) on its way to the caller.
+
+    asyncio gives some BaseExceptions special treatment when they are set on a
+    future and thrown into a task; wrapped, they travel as an ordinary error.
+    """
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__()
+        self.exc = exc
+
+
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
     if future.done():  # the caller gave up (timeout, interrupted run)
         return
@@ -198,6 +210,8 @@ class DaemonThreads:
         try:
             result: T = await job.future
             return result
+        except _Carried as carried:  # re-raised here, in this coroutine's own frame
+            raise carried.exc from None
         except asyncio.CancelledError:
             if not job.finished.is_set():
                 self.abandoned += 1
@@ -214,8 +228,10 @@ class DaemonThreads:
             ok, value = True, None
             try:
                 value = job.context.run(job.fn, *job.args)
-            except BaseException as exc:  # handed to the awaiting coroutine
+            except Exception as exc:  # handed to the awaiting coroutine
                 ok, value = False, exc
+            except BaseException as exc:  # sys.exit() & co: carried, never set on a future as is
+                ok, value = False, _Carried(exc)
             job.finished.set()
             # RuntimeError: the event loop is closed, nobody is waiting any more
             with contextlib.suppress(RuntimeError):

@@ -31,7 +31,7 @@ def dump_json(model: BaseModel, indent: int | None = None) -> str:
 
     1. the fast path: pydantic's own serialiser;
     2. if that fails (lone surrogates UTF-8 cannot encode, a value the runner's
-       boundary checks missed), the result as Python data made JSON-safe by
+       boundary checks missed, a cycle), the model's fields walked by
        :func:`multiturn_eval.sanitize.json_safe` (surrogates become ``?``,
        anything JSON cannot hold its stand-in);
     3. if even that fails, a test case is written as a failed stub that keeps
@@ -48,18 +48,29 @@ def dump_json(model: BaseModel, indent: int | None = None) -> str:
     except Exception:  # PydanticSerializationError: "surrogates not allowed", unknown types
         pass
     try:
-        return _dump_safe(model.model_dump(mode="python", exclude=exclude), indent)
+        return _dump_safe(model, indent)
     except Exception as exc:
         if isinstance(model, CaseResult):
-            return _dump_safe(_case_stub(model, exc), indent)
+            return json.dumps(_case_stub(model, exc), indent=indent, ensure_ascii=False)
         if isinstance(model, Report):
             return _dump_report_by_case(model, indent)
         raise
 
 
-def _dump_safe(data: Any, indent: int | None) -> str:
-    safe, _ = json_safe(data, "report")
-    return json.dumps(safe, indent=indent, ensure_ascii=False, allow_nan=False)
+def _dump_safe(model: BaseModel, indent: int | None) -> str:
+    """The model's fields walked by :func:`json_safe` (no pydantic serialiser involved)."""
+    data, _ = json_safe(model, "report")
+    if isinstance(model, CaseResult):
+        _drop(data, _case_exclude(model))
+    elif isinstance(model, Report):
+        for case, item in zip(model.results, data["results"], strict=True):
+            _drop(item, _case_exclude(case))
+    return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def _drop(data: dict[str, Any], keys: set[str]) -> None:
+    for key in keys:
+        data.pop(key, None)
 
 
 def _case_stub(case: CaseResult, exc: BaseException) -> dict[str, Any]:
@@ -94,9 +105,11 @@ def _case_stub(case: CaseResult, exc: BaseException) -> dict[str, Any]:
 
 
 def _dump_report_by_case(report: Report, indent: int | None) -> str:
-    data = report.model_dump(mode="python", exclude={"results"})
+    data, _ = json_safe(
+        {"schema_version": report.schema_version, "run": report.run, "summary": report.summary}
+    )
     data["results"] = [json.loads(dump_json(case)) for case in report.results]
-    return _dump_safe(data, indent)
+    return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
 
 
 def render_json(report: Report) -> str:
