@@ -507,3 +507,23 @@ def test_a_bad_grader_timeout_in_the_environment_is_a_config_error(raw: str) -> 
 
     with pytest.raises(ConfigError, match="MULTITURN_EVAL_GRADER_TIMEOUT"):
         resolve_settings({}, {"MULTITURN_EVAL_GRADER_TIMEOUT": raw})
+
+
+def test_the_fault_harness_finds_no_fault() -> None:
+    # bench/reliability/faults.py --quick: every family through the real CLI in a subprocess
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "reliability" / "faults.py"), "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    total = next(line for line in proc.stdout.splitlines() if line.startswith("| **total**"))
+    cells = [c.strip() for c in total.strip("|").split("|")]
+    tried, *faults, _seconds = cells[1:]
+    assert int(tried) > 150
+    assert faults == ["0"] * 5, proc.stdout
