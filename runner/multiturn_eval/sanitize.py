@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ValidationError
 
 from .errors import BackendError
+from .types import TokenUsage, ToolInvocation, TurnReply
 
 MAX_DEPTH = 100
 """Levels of nesting kept in a tool invocation's args or result."""
@@ -228,8 +229,39 @@ class _Walker:
         return self.replaced(path, f"an object of type {type(value).__name__}", text, "its repr")
 
 
+def _plain(value: Any, depth: int) -> bool:
+    """Whether ``value`` is JSON already (the common case, checked without building anything)."""
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or not has_surrogates(value)
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return bool(value.bit_length() <= _MAX_INT_BITS)
+    if kind is float:
+        return math.isfinite(value)
+    if depth >= MAX_DEPTH:
+        return False
+    if kind is dict:
+        return all(
+            type(k) is str and (k.isascii() or not has_surrogates(k)) and _plain(v, depth + 1)
+            for k, v in value.items()
+        )
+    if kind is list:
+        return all(_plain(v, depth + 1) for v in value)
+    return False
+
+
 def json_safe(value: Any, where: str = "value") -> tuple[Any, list[Replaced]]:
-    """A JSON-safe copy of ``value`` and what had to be replaced (``where`` names the root)."""
+    """A JSON-safe copy of ``value`` and what had to be replaced (``where`` names the root).
+
+    Plain JSON data (the common case) is returned as it is, not copied.
+    """
+    try:
+        if _plain(value, 0):
+            return value, []
+    except RecursionError:  # a cycle of plain containers: the walker finds and names it
+        pass
     walker = _Walker(where)
     safe = walker.walk(value, None, 0)
     return safe, walker.problems
@@ -263,8 +295,6 @@ def _cost(value: Any) -> float | None:
 
 
 def _usage(value: Any) -> Any:
-    from .types import TokenUsage
-
     if value is None:
         return None
     if isinstance(value, TokenUsage):
@@ -289,8 +319,6 @@ def _usage(value: Any) -> Any:
 
 
 def _invocations(value: Any, problems: list[Replaced]) -> tuple[Any, ...]:
-    from .types import ToolInvocation
-
     if value is None:
         return ()
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
@@ -336,9 +364,10 @@ def replaced_values(invocation: Any, where: str) -> list[Replaced]:
 
     Taken once: a reply checked twice (by its backend and by the runner) warns once.
     """
-    found: list[Replaced] = getattr(invocation, "_replaced", None) or []
+    private = getattr(invocation, "__pydantic_private__", None) or {}
+    found: list[Replaced] = private.get("_replaced") or []
     if found:
-        invocation._replaced = []
+        private["_replaced"] = []
     return [
         Replaced(where + p.where.removeprefix("tool_invocation"), p.what, p.stand_in) for p in found
     ]
@@ -370,8 +399,8 @@ def checked_reply(reply: Any) -> Any:
     Raises :class:`BackendError` for a field of the wrong type; values that JSON
     cannot hold are replaced and listed in a warning on the turn.
     """
-    from .types import TurnReply
-
+    if getattr(reply, "_checked", False) is True:  # checked already (by its backend)
+        return reply
     response = reply.response
     if not isinstance(response, str):
         raise BackendError(f"agent response is {type(response).__name__}, not str")
@@ -390,10 +419,12 @@ def checked_reply(reply: Any) -> Any:
             *warnings,
             "values JSON cannot hold were replaced in the agent's reply: " + describe(problems),
         )
-    return TurnReply(
+    checked = TurnReply(
         response=response,
         tool_invocations=invocations,
         token_usage=usage,
         warnings=warnings,
         cost_usd=cost,
     )
+    checked._checked = True  # type: ignore[attr-defined]
+    return checked

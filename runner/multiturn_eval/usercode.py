@@ -233,14 +233,18 @@ class DaemonThreads:
             except BaseException as exc:  # sys.exit() & co: carried, never set on a future as is
                 ok, value = False, _Carried(exc)
             job.finished.set()
+            # back in the idle list *before* the caller hears of the result, so its next
+            # call finds this thread instead of starting another one
+            with self._lock:
+                park = len(self._idle) < self._keep_idle
+                if park:
+                    self._idle.append(inbox)
             # RuntimeError: the event loop is closed, nobody is waiting any more
             with contextlib.suppress(RuntimeError):
                 job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
             del job, value
-            with self._lock:
-                if len(self._idle) >= self._keep_idle:
-                    return
-                self._idle.append(inbox)
+            if not park:
+                return
 
 
 #: one pool for the whole process: agents' sync calls and sync graders
