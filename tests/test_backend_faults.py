@@ -326,7 +326,7 @@ HTTP_BODIES = [
     ({"response": "x", "token_usage": [1, 2]}, "malformed token_usage"),
     (
         {"response": "x", "token_usage": {"prompt_tokens": "ten"}},
-        "malformed token_usage: Value error",
+        "malformed token_usage.prompt_tokens: Input should be a valid integer",
     ),
     (
         {"response": "x", "cost_usd": "0.01"},

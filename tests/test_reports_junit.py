@@ -223,3 +223,106 @@ def test_large_run_is_valid(schema: xmlschema.XMLSchema) -> None:
     cases = cases_of(xml)
     assert len(cases) == 300
     assert sum(1 for c in cases if not c.is_passed) == 30
+
+
+# ----------------------------------------------------------- third-party JUnit readers
+#
+# CI dashboards read junit.xml with their own parsers. Three independent Python
+# readers (the dev extra installs them) must each see every test case with its
+# outcome, and a skipped case's reason: junit2html shows a <skipped> element's
+# *text* and only falls back to the word "skipped", junitparser and xunitparser
+# read the ``message`` attribute, so we write the reason in both places.
+
+Read = tuple[str, str, str | None]
+"""(test-case name, outcome, the reason a reader shows for a skipped case)"""
+
+
+def _read_junitparser(text: str, tmp_path: Path) -> list[Read]:
+    out: list[Read] = []
+    for suite in JUnitXml.fromstring(text):
+        for tc in suite:
+            results = list(tc.result)
+            kinds = {type(r) for r in results}
+            outcome = (
+                "skipped"
+                if Skipped in kinds
+                else "error"
+                if Error in kinds
+                else "failed"
+                if Failure in kinds
+                else "passed"
+            )
+            reason = results[0].message if outcome == "skipped" else None
+            out.append((tc.name, outcome, reason))
+    return out
+
+
+def _read_xunitparser(text: str, tmp_path: Path) -> list[Read]:
+    import io
+
+    import xunitparser
+
+    suite, _ = xunitparser.parse(io.StringIO(text))
+    names = {"success": "passed", "failure": "failed", "error": "error", "skipped": "skipped"}
+    return [
+        (tc.methodname, names[tc.result], tc.message if tc.result == "skipped" else None)
+        for tc in suite
+    ]
+
+
+def _read_junit2html(text: str, tmp_path: Path) -> list[Read]:
+    from junit2htmlreport.parser import Junit
+
+    path = tmp_path / "junit.xml"
+    path.write_text(text, encoding="utf-8")
+    out: list[Read] = []
+    for suite in Junit(str(path)).suites:
+        for tc in suite.all():
+            outcome = str(tc.outcome())  # it has no separate "error": errors are failures
+            out.append((tc.name, outcome, tc.skipped if outcome == "skipped" else None))
+    return out
+
+
+READERS = {
+    "junitparser": _read_junitparser,
+    "xunitparser": _read_xunitparser,
+    "junit2html": _read_junit2html,
+}
+
+
+def _hostile_report() -> Report:
+    # junit2html reads U+FFFD (our stand-in for a lone surrogate) back as "?": leave it out
+    hostile = HOSTILE.replace("\ud800", "")
+    failing = turn(
+        0, hostile, hostile, ground_truth="x", metrics=[metric("equality", False, hostile)]
+    )
+    return report(
+        [
+            case(0, hostile, [failing]),
+            case(1, "skipped <&> case", [turn(0, "q", None, skipped=True)], skipped=True),
+        ]
+    )
+
+
+@pytest.mark.parametrize("which", ["sample", "interrupted", "hostile"])
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_third_party_readers_see_every_case_its_outcome_and_skip_reason(
+    reader: str, which: str, tmp_path: Path
+) -> None:
+    from multiturn_eval.reports import _view as v
+
+    source = {
+        "sample": sample_report,
+        "interrupted": interrupted_report,
+        "hostile": _hostile_report,
+    }[which]()
+    got = READERS[reader](render_junit(source), tmp_path)
+    expected: list[Read] = []
+    for c in source.results:
+        outcome = "passed" if c.passed else c.outcome
+        if reader == "junit2html" and outcome == "error":
+            outcome = "failed"
+        first = v.first_failure(c)
+        reason = (first.reason if first is not None else "failed") if outcome == "skipped" else None
+        expected.append((v.xml_clean(c.name), outcome, reason))
+    assert got == expected

@@ -7,6 +7,26 @@ two consecutive session errors -- a :class:`SessionError` or a turn timeout --
 or as soon as the backend says the session is dead (``session_alive=False``).
 Only cancellation (an interrupted run) and :class:`FatalBackendError` leave
 this module as exceptions, and the session is closed either way.
+
+Misbehaving user code stays inside its test case (see :mod:`.usercode`):
+
+- ``sys.exit()``, ``KeyboardInterrupt``, ``GeneratorExit`` or a
+  ``CancelledError`` the agent raised itself (the run was not being
+  cancelled) is a turn error in words: ``the agent called sys.exit(0)``. In the
+  factory it means the session could not be opened, in ``close()`` a warning,
+  in a grader a metric error. So ``sys.exit(0)`` in an agent fails its test
+  case; it never ends the run, and never makes it exit 0.
+- Only our own deadline is a timeout: a ``TimeoutError`` the agent raises is
+  an ordinary turn error with its message (``TimeoutError: upstream took too
+  long``), and it does not count towards the two-session-errors rule.
+- Each step has its own bound: opening the session ``session_timeout``
+  (default 60 s), each turn ``turn_timeout`` (120 s), each code grader
+  ``grader_timeout`` (60 s), closing :data:`CLOSE_TIMEOUT`. Sync user code
+  that ignores its bound keeps its (daemon) thread; the case gets a warning
+  naming it ("send() of turn 3 still running after its timeout; its thread
+  was abandoned") and the run goes on without it.
+- A bug in the runner itself while a case runs (it should not happen) fails
+  that test case with ``internal error: ...`` instead of the run.
 """
 
 from __future__ import annotations
@@ -28,6 +48,7 @@ from .results import (
     sum_costs,
     turn_passed,
 )
+from .sanitize import checked_reply
 from .suite import CodeEvaluation, TestCase, Turn
 from .types import (
     CaseContext,
@@ -38,17 +59,19 @@ from .types import (
     TurnReply,
     read_only,
 )
+from .usercode import error_text, guarded, watch_abandoned
 
 if TYPE_CHECKING:
     from .backends.base import Backend, Session
     from .loader import LoadedSuite
+    from .settings import RunSettings
 
 #: consecutive session errors (or timeouts) after which a session is given up
 MAX_CONSECUTIVE_SESSION_ERRORS = 2
 #: how long closing a session may take before the run moves on
 CLOSE_TIMEOUT = 10.0
 #: the same while the run is being interrupted
-INTERRUPTED_CLOSE_TIMEOUT = 2.0
+INTERRUPTED_CLOSE_TIMEOUT = 0.5
 
 
 def effective_instructions(loaded: LoadedSuite, case: TestCase) -> str | None:
@@ -66,11 +89,22 @@ def case_context(loaded: LoadedSuite, index: int) -> CaseContext:
     )
 
 
-def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip()
-    if isinstance(exc, BackendError):
-        return text or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+_error_text = error_text
+
+
+def _step_timeouts(loaded: LoadedSuite, settings: RunSettings | None) -> tuple[float, float]:
+    """(session_timeout, grader_timeout) from the run's settings, else the suite's, else defaults."""
+    from .settings import DEFAULTS
+
+    if settings is not None:
+        return settings.session_timeout, settings.grader_timeout
+    execution = loaded.suite.execution
+    session = execution.session_timeout if execution is not None else None
+    grader = execution.grader_timeout if execution is not None else None
+    return (
+        session if session is not None else DEFAULTS["session_timeout"],
+        grader if grader is not None else DEFAULTS["grader_timeout"],
+    )
 
 
 def unanswered_turn(
@@ -88,50 +122,82 @@ def unanswered_turn(
 
 
 class CaseRunner:
-    """Runs the test case at ``index`` of ``loaded`` on ``backend``."""
+    """Runs the test case at ``index`` of ``loaded`` on ``backend``.
+
+    ``settings`` (the suite's resolved :class:`RunSettings`) gives
+    ``session_timeout`` and ``grader_timeout``; without it they come from the
+    suite's ``execution:`` block, else their defaults.
+    """
 
     def __init__(
-        self, loaded: LoadedSuite, index: int, backend: Backend, turn_timeout: float
+        self,
+        loaded: LoadedSuite,
+        index: int,
+        backend: Backend,
+        turn_timeout: float,
+        *,
+        settings: RunSettings | None = None,
     ) -> None:
         self.loaded = loaded
         self.index = index
         self.case = loaded.suite.test_cases[index]
         self.backend = backend
         self.turn_timeout = turn_timeout
+        self.session_timeout, self.grader_timeout = _step_timeouts(loaded, settings)
         self.turns = self.case.effective_turns()
         self.results: list[TurnResult] = []
         self.case_errors: list[str] = []
         self.warnings: list[str] = []
+        self._abandoned: list[str] = []
 
     # -------------------------------------------------------------------------- run
 
     async def run(self) -> CaseResult:
         started = time.perf_counter()
+        with watch_abandoned() as abandoned:
+            self._abandoned = abandoned
+            try:
+                return await self._run(started)
+            except (FatalRunError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # a bug in the runner: this case fails, the run goes on
+                self.case_errors.append(f"internal error: {error_text(exc)}")
+                self._skip_rest("the runner failed on this test case")
+                return self._finish(started)
+
+    async def _run(self, started: float) -> CaseResult:
         ctx = case_context(self.loaded, self.index)
         session: Session | None = None
         try:
             try:
-                async with asyncio.timeout(self.turn_timeout):
-                    session = await self.backend.open_session(ctx)
+                async with asyncio.timeout(self.session_timeout) as deadline:
+                    session = await guarded(self.backend.open_session(ctx), "factory")
             except FatalBackendError as exc:
                 self.case_errors.append(f"could not open a session: {_error_text(exc)}")
                 self._skip_rest("the session could not be opened")
                 raise FatalRunError(self._finish(started), _error_text(exc)) from exc
-            except TimeoutError:
-                self.case_errors.append(
-                    f"could not open a session: timed out after {self.turn_timeout:g} s"
-                )
-                self._skip_rest("the session could not be opened")
-                return self._finish(started)
             except Exception as exc:
-                self.case_errors.append(f"could not open a session: {_error_text(exc)}")
+                if isinstance(exc, TimeoutError) and deadline.expired():
+                    why = f"timed out after {self.session_timeout:g} s (session_timeout)"
+                else:
+                    why = _error_text(exc)
+                self.case_errors.append(f"could not open a session: {why}")
+                self._note_abandoned("")
                 self._skip_rest("the session could not be opened")
                 return self._finish(started)
             await self._run_turns(session, started)
-            return self._finish(started)
         finally:
             if session is not None:
                 await self._close(session)
+        return self._finish(started)  # after closing: close()'s warnings belong to the case
+
+    def _note_abandoned(self, where: str) -> None:
+        """Warn about sync user code left running in its thread (since the last call)."""
+        for what in self._abandoned:
+            self.warnings.append(
+                f"{what}{where} still running after its timeout; its thread was abandoned"
+            )
+        self._abandoned.clear()
 
     async def _close(self, session: Session) -> None:
         # When the run is being interrupted, CI gives the process a few seconds before
@@ -141,14 +207,16 @@ class CaseRunner:
             INTERRUPTED_CLOSE_TIMEOUT if task is not None and task.cancelling() else CLOSE_TIMEOUT
         )
         try:
-            async with asyncio.timeout(limit):
-                await session.close()
+            async with asyncio.timeout(limit) as deadline:
+                await guarded(session.close(), "agent")
         except asyncio.CancelledError:
             raise
-        except TimeoutError:
-            self.warnings.append(f"closing the session timed out after {limit:g} s")
         except Exception as exc:
-            self.warnings.append(f"closing the session failed: {_error_text(exc)}")
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                self.warnings.append(f"closing the session timed out after {limit:g} s")
+            else:
+                self.warnings.append(f"closing the session failed: {_error_text(exc)}")
+        self._note_abandoned("")
 
     async def _run_turns(self, session: Session, started: float) -> None:
         consecutive = 0
@@ -164,12 +232,9 @@ class CaseRunner:
             error: str | None = None
             dead_reason: str | None = None
             try:
-                async with asyncio.timeout(self.turn_timeout):
-                    reply = await session.send(turn.input, files)
+                async with asyncio.timeout(self.turn_timeout) as deadline:
+                    reply = checked_reply(await guarded(session.send(turn.input, files), "agent"))
                 consecutive = 0
-            except TimeoutError:
-                error = f"timed out after {self.turn_timeout:g} s (turn_timeout)"
-                consecutive += 1
             except FatalBackendError as exc:
                 self._record_error(turn_index, turn, _error_text(exc), t0)
                 self._skip_rest("the run stopped")
@@ -184,9 +249,17 @@ class CaseRunner:
                 consecutive = 0
                 if not exc.session_alive:
                     dead_reason = "the backend reported the session dead"
-            except Exception as exc:  # a bug in the user's agent fails this turn only
+            except TimeoutError as exc:
+                if deadline.expired():  # our deadline, not the agent's own TimeoutError
+                    error = f"timed out after {self.turn_timeout:g} s (turn_timeout)"
+                    consecutive += 1
+                else:
+                    error = _error_text(exc)
+                    consecutive = 0
+            except Exception as exc:  # the agent's own failure (UserCodeAbort too): this turn only
                 error = _error_text(exc)
                 consecutive = 0
+            self._note_abandoned(f" of turn {turn_index + 1}")
             if error is not None:
                 self._record_error(turn_index, turn, error, t0)
                 if dead_reason is None and consecutive >= MAX_CONSECUTIVE_SESSION_ERRORS:
@@ -199,7 +272,16 @@ class CaseRunner:
                 continue
             assert reply is not None
             duration_ms = (time.perf_counter() - t0) * 1000
-            self.results.append(await self._grade(turn_index, turn, reply, duration_ms))
+            try:
+                result = await self._grade(turn_index, turn, reply, duration_ms)
+            except Exception as exc:  # a bug while grading: this turn fails, the case goes on
+                self._record_error(
+                    turn_index, turn, f"internal error while grading: {error_text(exc)}", t0
+                )
+                continue
+            finally:
+                self._note_abandoned(f" of turn {turn_index + 1}")
+            self.results.append(result)
 
     def _record_error(self, turn_index: int, turn: Turn, error: str, t0: float) -> None:
         self.results.append(
@@ -242,7 +324,9 @@ class CaseRunner:
                 if grader_ctx is None:
                     grader_ctx = self._grader_context(turn_index, turn, reply)
                 grader = self.loaded.graders[evaluation.grader]
-                metrics.append(await run_code_grader(evaluation, grader, grader_ctx))
+                metrics.append(
+                    await run_code_grader(evaluation, grader, grader_ctx, self.grader_timeout)
+                )
             elif turn.ground_truth is not None:
                 metrics.append(evaluate_standard(evaluation, reply.response, turn.ground_truth))
         result = TurnResult(

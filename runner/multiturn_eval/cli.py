@@ -108,6 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds one turn may take (default 120)",
     )
+    run.add_argument(
+        "--session-timeout",
+        type=typed(parse_positive_float),
+        metavar="S",
+        help="seconds opening a session may take (default 60)",
+    )
+    run.add_argument(
+        "--grader-timeout",
+        type=typed(parse_positive_float),
+        metavar="S",
+        help="seconds one code grader may take on one turn (default 60)",
+    )
     verbosity = run.add_mutually_exclusive_group()
     verbosity.add_argument(
         "-q", "--quiet", action="store_true", help="only failures and the summary"
@@ -156,6 +168,8 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(
         parallel_test_cases=args.parallel_test_cases,
         turn_timeout=args.turn_timeout,
+        session_timeout=args.session_timeout,
+        grader_timeout=args.grader_timeout,
         report_dir=args.report_dir,
         formats=args.format,
         pattern=args.filter,

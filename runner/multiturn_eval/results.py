@@ -9,7 +9,10 @@ Roll-up (SPEC 6.4):
 - a test case passes when every turn passes (and it was not skipped and had no
   case-level error);
 - each metric appears once per test case: score = mean over the turns that ran
-  it, passed = all of those passed; a metric no turn ran is left out;
+  it, where a turn on which the metric errored (a grader raised, timed out or
+  returned garbage: ``score`` None) counts as 0 -- so a metric that failed on
+  a turn can never show a perfect score; passed = all of those passed; a
+  metric no turn ran is left out;
 - token usage is the element-wise sum; cost is the sum of the known costs
   (None when no turn had a known cost);
 - summary counts are test cases, with separate turn counts.
@@ -241,7 +244,12 @@ def rollup_metrics(turns: Iterable[TurnResult]) -> list[MetricResult]:
             grouped.setdefault(metric.metric_name, []).append(metric)
     rolled: list[MetricResult] = []
     for name, results in grouped.items():
-        scores = [m.score for m in results if m.score is not None]
+        # an errored turn (no score) counts as 0 (SPEC 6.4)
+        scores = [
+            m.score if m.score is not None else 0.0
+            for m in results
+            if m.score is not None or m.error is not None
+        ]
         failed = sum(1 for m in results if not m.passed)
         rolled.append(
             MetricResult(

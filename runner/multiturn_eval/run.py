@@ -60,6 +60,8 @@ class RunOptions:
 
     parallel_test_cases: int | None = None
     turn_timeout: float | None = None
+    session_timeout: float | None = None
+    grader_timeout: float | None = None
     report_dir: str | None = None
     formats: tuple[str, ...] | None = None
     pattern: str | None = None
@@ -72,6 +74,8 @@ class RunOptions:
         return {
             "parallel_test_cases": self.parallel_test_cases,
             "turn_timeout": self.turn_timeout,
+            "session_timeout": self.session_timeout,
+            "grader_timeout": self.grader_timeout,
             "report_dir": self.report_dir,
             "format": self.formats,
         }

@@ -118,7 +118,13 @@ async def _run_suite(
         for index in pending:  # the shared iterator hands each case to exactly one worker
             if state.stop_reason is not None:
                 return
-            runner = CaseRunner(planned.loaded, index, backend, planned.settings.turn_timeout)
+            runner = CaseRunner(
+                planned.loaded,
+                index,
+                backend,
+                planned.settings.turn_timeout,
+                settings=planned.settings,
+            )
             state.in_flight += 1
             state.max_in_flight = max(state.max_in_flight, state.in_flight)
             if state.first_session_opened is None:

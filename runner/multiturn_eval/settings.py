@@ -6,7 +6,8 @@ Environment variables are ``MULTITURN_EVAL_<SETTING>`` (upper case), e.g.
 caller, and passed in as a mapping.
 
 Settings a suite may set (``execution:``): ``parallel_test_cases``,
-``turn_timeout``. Run-wide settings (command line or environment only):
+``turn_timeout``, ``session_timeout`` (opening a session, default 60 s) and
+``grader_timeout`` (one code grader on one turn, default 60 s). Run-wide settings (command line or environment only):
 ``report_dir``, ``format``. When several suites run, each uses its own
 ``execution:`` block; suites run one after another.
 """
@@ -29,6 +30,8 @@ Source = Literal["cli", "suite", "env", "default"]
 DEFAULTS: dict[str, Any] = {
     "parallel_test_cases": 1,
     "turn_timeout": 120.0,
+    "session_timeout": 60.0,
+    "grader_timeout": 60.0,
     "report_dir": "multiturn-eval-report",
     "format": REPORT_FORMATS,
 }
@@ -38,6 +41,10 @@ DEFAULTS: dict[str, Any] = {
 class RunSettings:
     parallel_test_cases: int = 1
     turn_timeout: float = 120.0
+    session_timeout: float = 60.0
+    """Seconds opening a test case's session (the factory, the backend's set-up) may take."""
+    grader_timeout: float = 60.0
+    """Seconds one code grader may take on one turn; past it that metric fails."""
     report_dir: str = "multiturn-eval-report"
     format: tuple[str, ...] = REPORT_FORMATS
     sources: Mapping[str, Source] = field(default_factory=dict)
@@ -85,10 +92,12 @@ def parse_formats(text: str | tuple[str, ...]) -> tuple[str, ...]:
 _PARSERS: dict[str, Callable[[str], Any]] = {
     "parallel_test_cases": parse_positive_int,
     "turn_timeout": parse_positive_float,
+    "session_timeout": parse_positive_float,
+    "grader_timeout": parse_positive_float,
     "report_dir": str,
     "format": parse_formats,
 }
-_SUITE_SETTINGS = ("parallel_test_cases", "turn_timeout")
+_SUITE_SETTINGS = ("parallel_test_cases", "turn_timeout", "session_timeout", "grader_timeout")
 
 
 def resolve_settings(

@@ -512,6 +512,12 @@ class ExecutionConfig(_Strict):
 
     parallel_test_cases: int | None = Field(default=None, ge=1, le=1024)
     turn_timeout: float | None = Field(default=None, gt=0)
+    session_timeout: float | None = Field(
+        default=None, gt=0, description="Seconds opening a session may take (default 60)."
+    )
+    grader_timeout: float | None = Field(
+        default=None, gt=0, description="Seconds one code grader may take on a turn (default 60)."
+    )
 
 
 class ModelPrice(_Strict):

@@ -6,6 +6,7 @@ These are stable API (SPEC 5): fields may be added, never removed or renamed.
 from __future__ import annotations
 
 import copy
+import math
 import mimetypes
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +14,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
+from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
 
 def read_only(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -41,16 +43,19 @@ class TokenUsage(BaseModel):
     @classmethod
     def _fill_total(cls, data: Any) -> Any:
         if isinstance(data, Mapping) and not data.get("total_tokens"):
-            data = dict(data)
-            data["total_tokens"] = sum(
-                int(data.get(k) or 0)
+            parts = [
+                data.get(k)
                 for k in (
                     "prompt_tokens",
                     "completion_tokens",
                     "cache_creation_tokens",
                     "cache_read_tokens",
                 )
-            )
+            ]
+            # only plain counts are summed; anything else is left to the fields' own checks
+            if all(p is None or (type(p) is int) for p in parts):
+                data = dict(data)
+                data["total_tokens"] = sum(p or 0 for p in parts)
         return data
 
     @model_validator(mode="after")
@@ -86,6 +91,12 @@ class TokenUsage(BaseModel):
         return total
 
 
+# ``args`` and ``result`` are stored JSON-safe (so every report can hold them):
+# values JSON cannot hold -- bytes, sets, arbitrary objects, cycles, NaN, very deep
+# nesting, non-string keys, lone surrogates -- are replaced by stand-ins when the
+# invocation is built (see multiturn_eval.sanitize), and the runner warns on the
+# turn about what was replaced. Graders see the stored values. (A comment, not the
+# docstring: the docstring is the report schema's description.)
 class ToolInvocation(BaseModel):
     """One tool call the agent made during a turn, in call order."""
 
@@ -96,6 +107,33 @@ class ToolInvocation(BaseModel):
     result: Any = None
     error: str | None = None
     duration_ms: float | None = None
+    _replaced: list[Any] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _json_safe(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        from .sanitize import clean_text, json_safe
+
+        if not isinstance(data, Mapping):
+            return handler(data)
+        data = dict(data)
+        problems = []
+        if isinstance(data.get("args"), Mapping):
+            data["args"], found = json_safe(data["args"], "tool_invocation.args")
+            problems.extend(found)
+        if "result" in data:
+            data["result"], found = json_safe(data["result"], "tool_invocation.result")
+            problems.extend(found)
+        for key in ("name", "error"):
+            if isinstance(data.get(key), str):
+                data[key] = clean_text(data[key])
+        duration = data.get("duration_ms")
+        if isinstance(duration, float) and not math.isfinite(duration):
+            data["duration_ms"] = None
+        invocation = handler(data)
+        if problems:
+            invocation._replaced = problems
+        return invocation
 
 
 @dataclass(frozen=True)

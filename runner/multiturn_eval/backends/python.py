@@ -7,25 +7,30 @@ an optional ``close()``. ``send`` may return a :class:`TurnReply`, a plain
 string, or a mapping with ``response`` and optional ``tool_invocations`` and
 ``token_usage``.
 
-Sync factories, ``send`` and ``close`` run in a thread pool as large as the
-run's parallelism, so a blocking agent neither stalls the event loop nor caps
-concurrency; a sync call that ignores the turn timeout keeps its thread busy
-until it returns (Python cannot kill a thread), but the run moves on.
+Sync factories, ``send`` and ``close`` run on daemon threads
+(:class:`multiturn_eval.usercode.DaemonThreads`), so a blocking agent neither
+stalls the event loop nor caps concurrency. A sync call that ignores its
+timeout keeps its thread until it returns (Python cannot kill a thread); the
+thread is abandoned -- the next call gets another one, so a stuck test case
+never starves the others -- and the case says so in a warning ("send() of turn
+3 still running after its timeout; its thread was abandoned").
+
+Whatever the agent raises, returns or calls (``sys.exit()``,
+``KeyboardInterrupt``, a reply JSON cannot hold) stays inside its turn: see
+:mod:`multiturn_eval.usercode` and :mod:`multiturn_eval.sanitize`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from ..errors import BackendError
-from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
+from ..sanitize import checked_reply, safe_repr
+from ..types import CaseContext, TurnFile, TurnReply
+from ..usercode import THREADS, error_text
 
 if TYPE_CHECKING:
     from ..loader import LoadedSuite
@@ -33,23 +38,26 @@ if TYPE_CHECKING:
 
 
 def coerce_reply(value: Any) -> TurnReply:
-    """Accept a TurnReply, a string, or a mapping; anything else is a clear error."""
+    """Accept a TurnReply, a string, or a mapping; anything else is a clear error.
+
+    The reply is then checked field by field (:func:`checked_reply`): a field of
+    the wrong type (``token_usage`` that is text, a negative or NaN
+    ``cost_usd``, ...) is a :class:`BackendError` on the turn, and values that
+    JSON cannot hold (in tool invocations, lone surrogates in the text) are
+    replaced, with a warning on the turn naming them.
+    """
     if isinstance(value, TurnReply):
         reply = value
     elif isinstance(value, str):
-        return TurnReply(response=value)
+        reply = TurnReply(response=value)
     elif isinstance(value, Mapping):
-        unknown = set(value) - {
-            "response",
-            "tool_invocations",
-            "token_usage",
-            "warnings",
-            "cost_usd",
-        }
+        try:
+            keys = [k if isinstance(k, str) else safe_repr(k) for k in value]
+        except Exception as exc:
+            raise BackendError(f"agent reply mapping cannot be read: {error_text(exc)}") from None
+        unknown = set(keys) - _REPLY_KEYS
         if unknown:
-            raise BackendError(
-                f"agent reply has unknown keys: {', '.join(sorted(map(str, unknown)))}"
-            )
+            raise BackendError(f"agent reply has unknown keys: {', '.join(sorted(unknown))}")
         if not isinstance(value.get("response"), str):
             raise BackendError("agent reply mapping needs 'response' as a string")
         reply = TurnReply(
@@ -63,33 +71,16 @@ def coerce_reply(value: Any) -> TurnReply:
         raise BackendError(
             f"agent returned {type(value).__name__}; expected TurnReply, str or a mapping with 'response'"
         )
-    if not isinstance(reply.response, str):
-        raise BackendError(f"agent response is {type(reply.response).__name__}, not str")
-    try:
-        invocations = tuple(
-            inv if isinstance(inv, ToolInvocation) else ToolInvocation.model_validate(inv)
-            for inv in reply.tool_invocations
-        )
-        usage = reply.token_usage
-        if usage is not None and not isinstance(usage, TokenUsage):
-            usage = TokenUsage.model_validate(usage)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise BackendError(f"agent reply is malformed: {where}: {first['msg']}") from None
-    if invocations is not reply.tool_invocations or usage is not reply.token_usage:
-        reply = TurnReply(
-            response=reply.response,
-            tool_invocations=invocations,
-            token_usage=usage,
-            warnings=tuple(reply.warnings),
-            cost_usd=reply.cost_usd,
-        )
+    reply = checked_reply(reply)
+    assert isinstance(reply, TurnReply)
     return reply
 
 
+_REPLY_KEYS = {"response", "tool_invocations", "token_usage", "warnings", "cost_usd"}
+
+
 class _PythonSession:
-    def __init__(self, obj: Any, call: Callable[..., Any]) -> None:
+    def __init__(self, obj: Any, call: Callable[..., Awaitable[Any]]) -> None:
         self._obj = obj
         self._call = call
         send = getattr(obj, "send", None)
@@ -103,19 +94,19 @@ class _PythonSession:
 
     async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply:
         if self._send_takes_files:
-            value = await self._call(self._send, message, tuple(files))
+            value = await self._call(self._send, message, tuple(files), what="send()")
         elif files:
             raise BackendError(
                 "this agent's send() takes no files argument, but the turn has files"
             )
         else:
-            value = await self._call(self._send, message)
+            value = await self._call(self._send, message, what="send()")
         return coerce_reply(value)
 
     async def close(self) -> None:
         close = getattr(self._obj, "close", None)
         if callable(close):
-            await self._call(close)
+            await self._call(close, what="close()")
 
 
 def _accepts_files(send: Callable[..., Any]) -> bool:
@@ -152,23 +143,20 @@ class PythonBackend:
         self._factory = suite.factory
         self.secrets: set[str] = set()
         self.warnings: list[str] = []
-        self._pool = ThreadPoolExecutor(
-            max_workers=max(4, settings.parallel_test_cases), thread_name_prefix="agent"
-        )
+        self.settings = settings
 
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Await an async callable; run a sync one in the pool. Awaitables returned are awaited."""
+    async def _call(self, fn: Callable[..., Any], *args: Any, what: str) -> Any:
+        """Await an async callable; run a sync one on a daemon thread. Awaitables returned are awaited."""
         if inspect.iscoroutinefunction(fn):
             return await fn(*args)
-        loop = asyncio.get_running_loop()
-        value = await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+        value = await THREADS.run(fn, *args, what=what)
         if inspect.isawaitable(value):
             value = await value
         return value
 
     async def open_session(self, case: CaseContext) -> _PythonSession:
-        obj = await self._call(self._factory, case)
+        obj = await self._call(self._factory, case, what="the factory")
         return _PythonSession(obj, self._call)
 
     async def aclose(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing to release: the threads are shared and daemon (stuck ones are left behind)."""

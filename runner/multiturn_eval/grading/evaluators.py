@@ -13,18 +13,20 @@ other (``14.1%`` / ``14.1`` vs ``0.14136``, and ``0.141`` vs ``14.1%``).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-import json
 import math
 import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..results import MetricResult
+from ..sanitize import clean_text, json_safe, safe_repr
 from ..suite import CodeEvaluation, StandardEvaluation
 from ..types import GraderContext, GraderResult
+from ..usercode import THREADS, error_text, guarded
 
 # ---------------------------------------------------------------------------- numbers
 
@@ -215,51 +217,131 @@ def evaluate_standard(spec: StandardEvaluation, response: str, ground_truth: str
 # ------------------------------------------------------------------------------- code
 
 
-def _json_safe(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=repr))
+def _grader_failure(name: str, spec: CodeEvaluation, error: str) -> MetricResult:
+    return MetricResult(
+        metric_name=name,
+        kind="code",
+        score=None,
+        threshold=spec.threshold,
+        passed=False,
+        error=error,
+    )
+
+
+def _is_score(value: Any) -> bool:
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and 0.0 <= value <= 1.0
+    )
+
+
+async def _call_grader(grader: Callable[..., Any], ctx: GraderContext, what: str) -> Any:
+    """The grader's outcome; a sync grader runs on a daemon thread."""
+    if inspect.iscoroutinefunction(grader):
+        outcome = await guarded(grader(ctx), "grader")
+    else:
+        outcome = await guarded(THREADS.run(grader, ctx, what=what), "grader")
+    if inspect.isawaitable(outcome):
+        outcome = await guarded(outcome, "grader")
+    return outcome
+
+
+def _is_bool(value: Any) -> bool:
+    kind = type(value)
+    return kind is bool or (kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"))
 
 
 async def run_code_grader(
-    spec: CodeEvaluation, grader: Callable[..., Any], ctx: GraderContext
+    spec: CodeEvaluation,
+    grader: Callable[..., Any],
+    ctx: GraderContext,
+    grader_timeout: float | None = None,
 ) -> MetricResult:
-    """Call a grader; whatever it raises or returns wrongly fails this metric only."""
+    """Call a grader; whatever it raises, returns or does wrongly fails this metric only.
+
+    - An exception is the metric's error (``ExceptionType: message``), and so is
+      ``sys.exit()``/``KeyboardInterrupt`` in a grader (``the grader called
+      sys.exit(1)``).
+    - A sync grader runs on a daemon thread (never on the event loop, where it
+      would hold up every other test case); sync or async, it is bounded by
+      ``grader_timeout``: past it the metric fails with
+      ``grader did not finish within N s (grader_timeout)``, and a sync grader
+      still running is abandoned in its thread (the case warns about it).
+    - What it returns must be a :class:`GraderResult`, a bool, or a finite
+      number in [0, 1]; ``passed`` must be a bool or None, ``reason`` text or
+      None, ``details`` a mapping JSON can hold (SPEC 5). Anything else --
+      including a ``GraderResult`` changed after it was built to a score of 7,
+      or a ``passed`` whose ``__bool__`` raises -- fails the metric and says why;
+      ``details`` JSON cannot hold (bytes, sets, NaN, cycles, ...) are an error
+      naming the first such value, never stored as ``repr``.
+    """
     name = spec.metric_name
-
-    def failed(error: str) -> MetricResult:
-        return MetricResult(
-            metric_name=name,
-            kind="code",
-            score=None,
-            threshold=spec.threshold,
-            passed=False,
-            error=error,
-        )
-
+    what = f"grader {name!r}"
     try:
-        outcome = grader(ctx)
-        if inspect.isawaitable(outcome):
-            outcome = await outcome
+        async with asyncio.timeout(grader_timeout) as deadline:
+            outcome = await _call_grader(grader, ctx, what)
+    except TimeoutError as exc:
+        if deadline.expired():  # ours; a TimeoutError the grader raised is its own error
+            return _grader_failure(
+                name, spec, f"grader did not finish within {grader_timeout:g} s (grader_timeout)"
+            )
+        return _grader_failure(name, spec, error_text(exc))
     except Exception as exc:
-        return failed(f"{type(exc).__name__}: {exc}")
-    reason: str | None = None
+        return _grader_failure(name, spec, error_text(exc))
+    try:
+        return _grader_result(spec, outcome)
+    except Exception as exc:  # the outcome's own methods raised (a __bool__, __float__ ...)
+        return _grader_failure(name, spec, f"grader returned an unusable value: {error_text(exc)}")
+
+
+def _grader_result(spec: CodeEvaluation, outcome: Any) -> MetricResult:
+    name = spec.metric_name
+    reason: Any = None
     details: Any = None
-    explicit: bool | None = None
+    explicit: Any = None
     if isinstance(outcome, GraderResult):
+        if not _is_score(outcome.score):
+            return _grader_failure(
+                name,
+                spec,
+                f"grader returned GraderResult(score={safe_repr(outcome.score)}); "
+                "a score must be a number within [0, 1]",
+            )
         score, explicit, reason, details = (
             float(outcome.score),
             outcome.passed,
             outcome.reason,
             outcome.details,
         )
+        if explicit is not None and not _is_bool(explicit):
+            return _grader_failure(
+                name,
+                spec,
+                f"grader returned GraderResult(passed={safe_repr(explicit)}); "
+                "passed must be True, False or None",
+            )
+        if reason is not None and not isinstance(reason, str):
+            return _grader_failure(
+                name,
+                spec,
+                f"grader returned GraderResult(reason={safe_repr(reason)}); reason must be text or None",
+            )
     elif isinstance(outcome, bool):
         score, explicit = (1.0 if outcome else 0.0), outcome
     elif isinstance(outcome, int | float):
+        if not _is_score(outcome):
+            return _grader_failure(
+                name, spec, f"grader returned {safe_repr(outcome)}; a score must be within [0, 1]"
+            )
         score = float(outcome)
-        if not 0.0 <= score <= 1.0:
-            return failed(f"grader returned {outcome!r}; a score must be within [0, 1]")
     else:
-        return failed(
-            f"grader returned {type(outcome).__name__}; expected GraderResult, bool or a float in [0, 1]"
+        return _grader_failure(
+            name,
+            spec,
+            f"grader returned {type(outcome).__name__} {safe_repr(outcome, 60)}; "
+            "expected GraderResult, bool or a float in [0, 1]",
         )
     if explicit is not None:
         passed = bool(explicit)
@@ -271,16 +353,29 @@ async def run_code_grader(
             if spec.threshold is not None and explicit is None
             else ""
         )
-    try:
-        safe_details = _json_safe(dict(details)) if details is not None else None
-    except (TypeError, ValueError) as exc:
-        return failed(f"grader details are not JSON-serialisable: {exc}")
+    safe_details: dict[str, Any] | None = None
+    if details is not None:
+        if not isinstance(details, Mapping):
+            return _grader_failure(
+                name,
+                spec,
+                f"grader details must be a mapping, got {type(details).__name__}",
+            )
+        safe_details, problems = json_safe(details, "details")
+        if problems:
+            first = problems[0]
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            return _grader_failure(
+                name,
+                spec,
+                f"grader details must be JSON-safe (SPEC 5): {first.where} is {first.what}{more}",
+            )
     return MetricResult(
         metric_name=name,
         kind="code",
         score=score,
         threshold=spec.threshold,
         passed=passed,
-        reason=reason,
+        reason=clean_text(reason),
         details=safe_details,
     )

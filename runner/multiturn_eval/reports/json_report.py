@@ -8,17 +8,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..results import CaseResult, Report
-
-
-def _replace_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8")  # lone surrogates -> "?"
-    if isinstance(value, dict):
-        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_replace_surrogates(v) for v in value]
-    return value
-
+from ..sanitize import json_safe
+from ..usercode import error_text
 
 #: a test case's fields that only a legacy single-turn case carries (its one turn, flattened)
 LEGACY_FIELDS = frozenset(
@@ -32,12 +23,36 @@ def _case_exclude(case: CaseResult) -> set[str]:
     return {"turns"} if case.turns is None else set(LEGACY_FIELDS)
 
 
-def _dump(model: BaseModel, indent: int | None, exclude: Any) -> str:
+def dump_json(model: BaseModel, indent: int | None = None) -> str:
+    """JSON text of a report or test-case result, in the shape of SPEC 8.
+
+    The last line of defence between user values and the report file; for a
+    :class:`CaseResult` (and so a :class:`Report`) it never raises:
+
+    1. the fast path: pydantic's own serialiser;
+    2. if that fails (lone surrogates UTF-8 cannot encode, a value the runner's
+       boundary checks missed, a cycle), the model's fields walked by
+       :func:`multiturn_eval.sanitize.json_safe` (surrogates become ``?``,
+       anything JSON cannot hold its stand-in);
+    3. if even that fails, a test case is written as a failed stub that keeps
+       its identity (index, name, suite, line) and says why in ``errors``.
+
+    A report is assembled case by case (:func:`_dump_report`), so one bad case
+    never loses the others.
+    """
+    if isinstance(model, Report):
+        return _dump_report(model, indent)
+    exclude: Any = _case_exclude(model) if isinstance(model, CaseResult) else None
     try:
         return model.model_dump_json(indent=indent, exclude=exclude)
-    except ValueError:  # PydanticSerializationError: "surrogates not allowed"
-        data = _replace_surrogates(model.model_dump(mode="json", exclude=exclude))
-        return json.dumps(data, indent=indent, ensure_ascii=False)
+    except Exception:  # PydanticSerializationError: "surrogates not allowed", unknown types
+        pass
+    try:
+        return _dump_safe(model, indent)
+    except Exception as exc:
+        if isinstance(model, CaseResult):
+            return json.dumps(_case_stub(model, exc), indent=indent, ensure_ascii=False)
+        raise
 
 
 def _dump_report(report: Report, indent: int | None) -> str:
@@ -49,7 +64,13 @@ def _dump_report(report: Report, indent: int | None) -> str:
     texts is linear, and gives the same bytes (``tests/test_report_reader.py``).
     """
     shell = report.model_copy(update={"results": []})
-    head = _dump(shell, indent, {"run": {"github"}} if report.run.github is None else None)
+    exclude = {"run": {"github"}} if report.run.github is None else None
+    try:
+        head = shell.model_dump_json(indent=indent, exclude=exclude)
+    except Exception:  # the run and summary hold runner-made values; still never raise
+        head = _dump_safe(shell, indent)
+        if indent is None:
+            head = json.dumps(json.loads(head), separators=(",", ":"), ensure_ascii=False)
     if not report.results:
         return head
     cases = [dump_json(case, indent) for case in report.results]
@@ -64,16 +85,53 @@ def _dump_report(report: Report, indent: int | None) -> str:
     return head[: -len(tail)] + f'"results": [\n{body}\n{pad}]\n}}'
 
 
-def dump_json(model: BaseModel, indent: int | None = None) -> str:
-    """JSON text of a report or test-case result, in the shape of SPEC 8.
+def _dump_safe(model: BaseModel, indent: int | None) -> str:
+    """The model's fields walked by :func:`json_safe` (no pydantic serialiser involved)."""
+    data, _ = json_safe(model, "report")
+    if isinstance(model, CaseResult):
+        _drop(data, _case_exclude(model))
+    elif isinstance(model, Report):
+        for case, item in zip(model.results, data["results"], strict=True):
+            _drop(item, _case_exclude(case))
+        if model.run.github is None:
+            data["run"].pop("github", None)
+    return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
 
-    Text an agent produced with lone surrogates (which UTF-8 cannot encode) is
-    written with those characters replaced, not a crash.
-    """
-    if isinstance(model, Report):
-        return _dump_report(model, indent)
-    exclude = _case_exclude(model) if isinstance(model, CaseResult) else None
-    return _dump(model, indent, exclude)
+
+def _drop(data: dict[str, Any], keys: set[str]) -> None:
+    for key in keys:
+        data.pop(key, None)
+
+
+def _case_stub(case: CaseResult, exc: BaseException) -> dict[str, Any]:
+    """What is left of a test case whose result cannot be written at all."""
+    fields = case.__dict__
+
+    def get(name: str, default: Any = None) -> Any:
+        value = fields.get(name, default)
+        return value if isinstance(value, str | int | float | bool | type(None)) else default
+
+    return {
+        "index": get("index", 0),
+        "name": get("name", "?"),
+        "suite": get("suite", "?"),
+        "suite_name": get("suite_name", "?"),
+        "line": get("line"),
+        "tags": [],
+        "backend": get("backend", "?"),
+        "model": get("model"),
+        "passed": False,
+        "skipped": False,
+        "outcome": "error",
+        "errors": [
+            f"internal error: this test case's result could not be written: {error_text(exc)}"
+        ],
+        "duration_ms": get("duration_ms", 0.0),
+        "token_usage": {},
+        "metric_results": [],
+        **({} if fields.get("turns") is None else {"turns": []}),
+        "warnings": [],
+    }
 
 
 def render_json(report: Report) -> str:

@@ -10,7 +10,9 @@
   tool calls and each failed check for the turns that did not pass;
 - ``<error>`` when the case failed for an infrastructure reason (backend
   error, timeout, broken session) and no check failed;
-- ``<skipped>`` for test cases that were not run.
+- ``<skipped>`` for test cases that were not run, with the reason both as the
+  ``message`` attribute and as the element's text (readers differ in which
+  one they show).
 
 Valid against the Jenkins JUnit schema plus ``file``/``line`` (the copy in
 ``tests/data/junit``). Built with :mod:`xml.etree.ElementTree`, which escapes
@@ -106,7 +108,8 @@ def _testcase(parent: ET.Element, case: CaseResult) -> None:
     first = v.first_failure(case)
     message = _one_line(first.reason if first is not None else "failed")
     if case.outcome == "skipped":
-        ET.SubElement(element, "skipped", {"message": message})
+        # the reason as text too: some readers show only one of the two
+        ET.SubElement(element, "skipped", {"message": message}).text = message
         return
     tag, kind = (
         ("error", "InfrastructureError") if case.outcome == "error" else ("failure", "CheckFailed")

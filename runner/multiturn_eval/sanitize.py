@@ -1,0 +1,430 @@
+"""Values from user code made fit for the reports (JSON, UTF-8), saying what was replaced.
+
+An agent's tool invocations may carry anything Python can hold; ``report.json``
+can only hold JSON, written as UTF-8. :func:`json_safe` walks a value and
+returns a JSON-safe copy plus the list of what it had to replace:
+
+=====================================  ==========================================
+value                                  stand-in
+=====================================  ==========================================
+``bytes``, ``bytearray``, memoryview   its ``repr`` (``"b'\\x00'"``)
+``set``, ``frozenset``                 a list (sorted by ``repr``, so stable)
+an arbitrary object                    its ``repr`` (``"<object of type X>"`` if that raises)
+a reference cycle                      ``"<cycle>"``
+deeper than :data:`MAX_DEPTH` levels   ``"<nested deeper than 100 levels>"``
+NaN, +inf, -inf                        ``"NaN"``, ``"Infinity"``, ``"-Infinity"``
+an int of more than 4,000 digits       ``"<int with N digits>"``
+a non-string mapping key               ``str(key)`` (``repr`` of it if that raises)
+text with lone surrogates              those characters replaced by ``?``
+=====================================  ==========================================
+
+Faithful conversions need no warning: tuples become lists; dataclasses and
+pydantic models become mappings; enums their value; ``datetime``/``date``/
+``time`` ISO text; ``Path``, ``UUID`` and ``Decimal`` their text; subclasses of
+``int``/``float``/``str`` the plain type.
+
+:func:`checked_reply` applies this to a whole :class:`TurnReply` at the point
+where it enters the runner, and checks the fields that must have a type
+(``response`` text, ``token_usage``, ``cost_usd``): a wrong type there is a
+:class:`BackendError` on the turn ("agent reply is malformed: ..."), values
+JSON cannot hold are replaced with a warning on the turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import decimal
+import enum
+import math
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import PurePath
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import BackendError
+from .types import TokenUsage, ToolInvocation, TurnReply
+
+MAX_DEPTH = 100
+"""Levels of nesting kept in a tool invocation's args or result."""
+
+_MAX_INT_BITS = 13_000  # about 4,000 decimal digits: Python's int-to-text limit is 4,300
+_LISTED = 5  # problems spelled out in one warning
+
+
+class Replaced(NamedTuple):
+    """One value :func:`json_safe` had to replace."""
+
+    where: str
+    what: str
+    stand_in: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what} replaced by {self.stand_in}"
+
+
+def safe_repr(value: Any, limit: int = 200) -> str:
+    try:
+        text = repr(value)
+        if not isinstance(text, str):
+            raise TypeError
+    except BaseException:  # a broken __repr__ must not spread
+        try:
+            return f"<object of type {type(value).__name__}>"
+        except BaseException:
+            return "<object>"
+    text = clean_text(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def has_surrogates(text: str) -> bool:
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates (which UTF-8 cannot encode) replaced by ``?``."""
+    if has_surrogates(text):
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+class _Path(NamedTuple):
+    parent: _Path | None
+    key: str | int
+
+    def text(self, root: str) -> str:
+        parts: list[str] = []
+        node: _Path | None = self
+        while node is not None:
+            parts.append(f"[{node.key}]" if isinstance(node.key, int) else f".{node.key}")
+            node = node.parent
+        parts.reverse()
+        if len(parts) > 8:  # a 100-level path is noise: its ends say where it is
+            parts = [*parts[:4], f"…({len(parts) - 6} levels)…", *parts[-2:]]
+        return root + "".join(parts)
+
+
+class _Walker:
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.problems: list[Replaced] = []
+        self.on_path: set[int] = set()
+
+    def replaced(self, path: _Path | None, what: str, stand_in: Any, shown: str) -> Any:
+        where = path.text(self.root) if path is not None else self.root
+        self.problems.append(Replaced(where, what, shown))
+        return stand_in
+
+    def walk(self, value: Any, path: _Path | None, depth: int) -> Any:
+        # the common, already JSON-safe scalars first
+        kind = type(value)
+        if value is None or kind is bool or kind is int:
+            if kind is int and value.bit_length() > _MAX_INT_BITS:
+                text = f"<int with about {int(value.bit_length() * 0.30103)} digits>"
+                return self.replaced(path, "an int too long for JSON readers", text, repr(text))
+            return value
+        if kind is str:
+            if has_surrogates(value):
+                return self.replaced(
+                    path, "text with lone surrogates", clean_text(value), "'?' in their place"
+                )
+            return value
+        if kind is float:
+            if math.isfinite(value):
+                return value
+            text = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+            return self.replaced(path, f"the float {text}", text, repr(text))
+        if depth >= MAX_DEPTH:
+            text = f"<nested deeper than {MAX_DEPTH} levels>"
+            return self.replaced(path, f"nesting deeper than {MAX_DEPTH} levels", text, repr(text))
+        try:
+            return self._walk_other(value, path, depth)
+        except RecursionError:
+            text = f"<nested deeper than {MAX_DEPTH} levels>"
+            return self.replaced(path, "nesting too deep", text, repr(text))
+        except Exception as exc:  # a container whose iteration raises
+            text = safe_repr(value)
+            return self.replaced(
+                path,
+                f"a {type(value).__name__} that could not be read ({type(exc).__name__})",
+                text,
+                "its repr",
+            )
+
+    def _container(self, value: Any, path: _Path | None, depth: int) -> Any:
+        marker = id(value)
+        if marker in self.on_path:
+            return self.replaced(path, "a reference cycle", "<cycle>", "'<cycle>'")
+        self.on_path.add(marker)
+        try:
+            if isinstance(value, Mapping):
+                return self._mapping(value, path, depth)
+            if isinstance(value, set | frozenset):
+                items = sorted(value, key=safe_repr)
+                self.replaced(path, f"a {type(value).__name__}", None, "a list")
+            else:
+                items = list(value)
+            return [self.walk(item, _Path(path, i), depth + 1) for i, item in enumerate(items)]
+        finally:
+            self.on_path.discard(marker)
+
+    def _mapping(self, value: Mapping[Any, Any], path: _Path | None, depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is str and not has_surrogates(key):
+                name = key
+            elif isinstance(key, str):
+                name = clean_text(str.__str__(key))
+                if name != key:
+                    self.replaced(
+                        path, f"the key {safe_repr(key)} with lone surrogates", None, repr(name)
+                    )
+            else:
+                try:
+                    name = clean_text(key if isinstance(key, str) else str(key))
+                    if not isinstance(name, str):
+                        raise TypeError
+                except Exception:
+                    name = safe_repr(key)
+                self.replaced(path, f"the non-string key {safe_repr(key)}", None, repr(name))
+            if name in out:
+                self.replaced(path, f"a second key {name!r}", None, "the later value")
+            out[name] = self.walk(item, _Path(path, name), depth + 1)
+        return out
+
+    def _walk_other(self, value: Any, path: _Path | None, depth: int) -> Any:
+        if isinstance(value, bool):
+            return bool(value)
+        if isinstance(value, int | float | str) and not isinstance(value, enum.Enum):
+            base = int if isinstance(value, int) else float if isinstance(value, float) else str
+            return self.walk(base(value) if base is not str else str.__str__(value), path, depth)
+        if isinstance(value, Mapping | list | tuple | set | frozenset):
+            return self._container(value, path, depth)
+        if isinstance(value, enum.Enum):
+            return self.walk(value.value, path, depth + 1)
+        if isinstance(value, BaseModel):  # its fields as they are: no serialiser that could fail
+            fields = {name: getattr(value, name) for name in type(value).model_fields}
+            return self._container(fields, path, depth)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+            return self._container(fields, path, depth)
+        if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+            return value.isoformat()
+        if isinstance(value, PurePath | uuid.UUID | decimal.Decimal):
+            return str(value)
+        if isinstance(value, bytes | bytearray | memoryview):
+            raw = bytes(value)
+            text = safe_repr(raw)
+            what = f"{type(value).__name__} of length {len(raw)}"
+            return self.replaced(path, what, text, "its repr")
+        text = safe_repr(value)
+        return self.replaced(path, f"an object of type {type(value).__name__}", text, "its repr")
+
+
+def _plain(value: Any, depth: int) -> bool:
+    """Whether ``value`` is JSON already (the common case, checked without building anything)."""
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or not has_surrogates(value)
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return bool(value.bit_length() <= _MAX_INT_BITS)
+    if kind is float:
+        return math.isfinite(value)
+    if depth >= MAX_DEPTH:
+        return False
+    if kind is dict:
+        return all(
+            type(k) is str and (k.isascii() or not has_surrogates(k)) and _plain(v, depth + 1)
+            for k, v in value.items()
+        )
+    if kind is list:
+        return all(_plain(v, depth + 1) for v in value)
+    return False
+
+
+def json_safe(value: Any, where: str = "value") -> tuple[Any, list[Replaced]]:
+    """A JSON-safe copy of ``value`` and what had to be replaced (``where`` names the root).
+
+    Plain JSON data (the common case) is returned as it is, not copied.
+    """
+    try:
+        if _plain(value, 0):
+            return value, []
+    except RecursionError:  # a cycle of plain containers: the walker finds and names it
+        pass
+    walker = _Walker(where)
+    safe = walker.walk(value, None, 0)
+    return safe, walker.problems
+
+
+def describe(problems: list[Replaced]) -> str:
+    """One line for a warning: the first few replacements, and how many more."""
+    shown = "; ".join(str(p) for p in problems[:_LISTED])
+    more = len(problems) - _LISTED
+    return shown + (f"; and {more} more" if more > 0 else "")
+
+
+# ---------------------------------------------------------------------------- replies
+
+
+def _malformed(where: str, why: str) -> BackendError:
+    return BackendError(f"agent reply is malformed: {where}: {why}")
+
+
+def _cost(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _malformed(
+            "cost_usd", f"must be a number of US dollars >= 0 or None, got {safe_repr(value)}"
+        )
+    cost = float(value)
+    if not math.isfinite(cost) or cost < 0:
+        raise _malformed("cost_usd", f"must be a finite number >= 0, got {safe_repr(value)}")
+    return cost
+
+
+def _usage(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, TokenUsage):
+        fields = value.__dict__
+        if all(
+            type(fields.get(name)) is int and fields[name] >= 0 for name in TokenUsage.model_fields
+        ):
+            return value
+        value = dict(fields)  # built with model_construct and bad values: validate them
+    if not isinstance(value, Mapping):
+        raise _malformed(
+            "token_usage", f"expected TokenUsage or a mapping, got {type(value).__name__}"
+        )
+    try:
+        return TokenUsage.model_validate(dict(value))
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise _malformed("token_usage" + (f".{loc}" if loc else ""), first["msg"]) from None
+    except Exception as exc:
+        raise _malformed("token_usage", f"{type(exc).__name__}: {exc}") from None
+
+
+def _invocations(value: Any, problems: list[Replaced]) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise _malformed(
+            "tool_invocations", f"expected a list of tool invocations, got {type(value).__name__}"
+        )
+    out: list[ToolInvocation] = []
+    for i, item in enumerate(value):
+        where = f"tool_invocations[{i}]"
+        if isinstance(item, ToolInvocation):
+            problems.extend(replaced_values(item, where))
+            args, args_problems = json_safe(item.args, f"{where}.args")
+            result, result_problems = json_safe(item.result, f"{where}.result")
+            if args_problems or result_problems or type(item.name) is not str:
+                problems.extend(args_problems + result_problems)
+                try:
+                    item = ToolInvocation.model_validate(
+                        {**item.__dict__, "args": args, "result": result}
+                    )
+                except ValidationError as exc:
+                    first = exc.errors(include_url=False)[0]
+                    loc = ".".join(str(p) for p in first["loc"])
+                    raise _malformed(f"{where}.{loc}", first["msg"]) from None
+            out.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise _malformed(
+                where, f"expected ToolInvocation or a mapping, got {type(item).__name__}"
+            )
+        try:
+            inv = ToolInvocation.model_validate(dict(item))
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise _malformed(f"{where}.{loc}" if loc else where, first["msg"]) from None
+        problems.extend(replaced_values(inv, where))
+        out.append(inv)
+    return tuple(out)
+
+
+def replaced_values(invocation: Any, where: str) -> list[Replaced]:
+    """What ToolInvocation's own validation replaced (paths relative to ``where``).
+
+    Taken once: a reply checked twice (by its backend and by the runner) warns once.
+    """
+    private = getattr(invocation, "__pydantic_private__", None) or {}
+    found: list[Replaced] = private.get("_replaced") or []
+    if found:
+        private["_replaced"] = []
+    return [
+        Replaced(where + p.where.removeprefix("tool_invocation"), p.what, p.stand_in) for p in found
+    ]
+
+
+def _warnings(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = (value,)
+    elif not isinstance(value, Iterable):
+        raise _malformed("warnings", f"expected a list of text, got {type(value).__name__}")
+    out = []
+    for item in value:
+        text = (
+            item
+            if type(item) is str
+            else safe_repr(item)
+            if not isinstance(item, str)
+            else str.__str__(item)
+        )
+        out.append(clean_text(text))
+    return tuple(out)
+
+
+def checked_reply(reply: Any) -> Any:
+    """``reply`` (a TurnReply) with every field checked and made JSON/UTF-8 safe.
+
+    Raises :class:`BackendError` for a field of the wrong type; values that JSON
+    cannot hold are replaced and listed in a warning on the turn.
+    """
+    if getattr(reply, "_checked", False) is True:  # checked already (by its backend)
+        return reply
+    response = reply.response
+    if not isinstance(response, str):
+        raise BackendError(f"agent response is {type(response).__name__}, not str")
+    problems: list[Replaced] = []
+    if type(response) is not str:
+        response = str.__str__(response)
+    if has_surrogates(response):
+        response = clean_text(response)
+        problems.append(Replaced("response", "text with lone surrogates", "'?' in their place"))
+    invocations = _invocations(reply.tool_invocations, problems)
+    usage = _usage(reply.token_usage)
+    cost = _cost(reply.cost_usd)
+    warnings = _warnings(reply.warnings)
+    if problems:
+        warnings = (
+            *warnings,
+            "values JSON cannot hold were replaced in the agent's reply: " + describe(problems),
+        )
+    checked = TurnReply(
+        response=response,
+        tool_invocations=invocations,
+        token_usage=usage,
+        warnings=warnings,
+        cost_usd=cost,
+    )
+    checked._checked = True  # type: ignore[attr-defined]
+    return checked

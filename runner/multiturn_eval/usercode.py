@@ -1,0 +1,251 @@
+"""Calling the user's code (agents, factories, graders) without letting it take the run down.
+
+Three things live here:
+
+- :func:`error_text`: an exception as one line of text, even when its
+  ``__str__`` raises or returns something that is not a string.
+- :func:`guarded`: awaits user code and turns the ``BaseException`` s that are
+  not errors -- ``KeyboardInterrupt``, ``SystemExit`` (``sys.exit()``),
+  ``GeneratorExit`` and an ``asyncio.CancelledError`` the user's code raised
+  itself -- into :class:`UserCodeAbort`, an ordinary exception the case runner
+  records as a turn (or metric) error. **What ``sys.exit()`` in an agent means:**
+  nothing for the run. It is the agent's failure on that turn (``the agent
+  called sys.exit(0)``), the next turn is still sent, the test case fails, and
+  the run's exit code is decided by the results as usual (so never 0 because of
+  it). The same holds in a factory (the session could not be opened), in
+  ``close()`` (a warning on the case) and in a grader (that metric fails). A
+  ``CancelledError`` is the run's own only when the running task is being
+  cancelled (``asyncio.current_task().cancelling()``: SIGINT/SIGTERM or our own
+  timeout); then it propagates, otherwise it is the user's code's failure.
+- :class:`DaemonThreads`: where sync user code runs. Python cannot kill a
+  thread, so a sync ``send()``/factory/``close()``/grader that ignores its
+  timeout keeps its thread. The pool never waits for it: every call takes an
+  idle thread or starts a new one, so a stuck call costs one thread and never
+  a slot that later, healthy test cases need. Threads are daemon threads, so
+  the process still exits once the reports are written. A call whose await
+  was cancelled while its thread was still running is recorded (see
+  :func:`watch_abandoned`) so the case can say which work was left behind.
+  There is no cap on abandoned threads: each one costs a blocked thread, and a
+  suite would need thousands of stuck calls before that matters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import queue
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .errors import BackendError
+
+T = TypeVar("T")
+
+#: characters of an exception message kept in a report (a 100 MB message is a bug, not a reason)
+MESSAGE_LIMIT = 4_000
+
+
+class UserCodeAbort(Exception):
+    """User code raised a BaseException that is not an error (sys.exit, KeyboardInterrupt, ...)."""
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except BaseException as inner:  # a broken __str__ must not spread
+        try:
+            name = type(inner).__name__
+        except BaseException:
+            name = "an exception"
+        return f"<its str() raised {name}>"
+    if not isinstance(text, str):  # pragma: no cover -- str() guarantees a str
+        return ""
+    text = text.strip()
+    if len(text) > MESSAGE_LIMIT:
+        text = text[:MESSAGE_LIMIT] + f"… [{len(text) - MESSAGE_LIMIT:,} more characters cut]"
+    return text
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` (a :class:`BackendError`'s message alone, it is written for people)."""
+    text = _safe_str(exc)
+    if isinstance(exc, BackendError | UserCodeAbort):
+        return text or type(exc).__name__
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name
+
+
+def abort_text(exc: BaseException, who: str) -> str:
+    """What a non-error BaseException raised by user code means, in words."""
+    if isinstance(exc, SystemExit):
+        try:
+            code = "" if exc.code is None else repr(exc.code)
+        except BaseException:  # a code whose repr raises
+            code = "?"
+        return f"the {who} called sys.exit({code})"
+    if isinstance(exc, asyncio.CancelledError):
+        return f"the {who} raised asyncio.CancelledError (the run was not cancelled)"
+    text = _safe_str(exc)
+    return f"the {who} raised {type(exc).__name__}" + (f": {text}" if text else "")
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def guarded(awaitable: Awaitable[T], who: str) -> T:
+    """Await user code; a BaseException that is not an error becomes :class:`UserCodeAbort`.
+
+    A ``CancelledError`` while this task is being cancelled (the run is
+    interrupted, or an enclosing ``asyncio.timeout`` expired) is ours and propagates.
+    """
+    try:
+        return await awaitable
+    except asyncio.CancelledError as exc:
+        if _cancelling():
+            raise
+        raise UserCodeAbort(abort_text(exc, who)) from None
+    except (KeyboardInterrupt, SystemExit, GeneratorExit) as exc:
+        raise UserCodeAbort(abort_text(exc, who)) from None
+    except Exception:
+        raise
+    except BaseException as exc:  # a user-defined BaseException subclass
+        raise UserCodeAbort(abort_text(exc, who)) from None
+
+
+# ---------------------------------------------------------------------- abandoned work
+
+_ABANDONED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "multiturn_eval_abandoned", default=None
+)
+
+
+@contextmanager
+def watch_abandoned() -> Iterator[list[str]]:
+    """Collect the labels of sync calls left running in their thread (in this task)."""
+    found: list[str] = []
+    token = _ABANDONED.set(found)
+    try:
+        yield found
+    finally:
+        _ABANDONED.reset(token)
+
+
+# ---------------------------------------------------------------------------- threads
+
+
+@dataclass
+class _Job:
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    context: contextvars.Context
+    finished: threading.Event = field(default_factory=threading.Event)
+
+
+class _Carried(Exception):
+    """A BaseException from a thread (SystemExit, GeneratorExit...) on its way to the caller.
+
+    asyncio gives some BaseExceptions special treatment when they are set on a
+    future and thrown into a task; wrapped, they travel as an ordinary error.
+    """
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__()
+        self.exc = exc
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # the caller gave up (timeout, interrupted run)
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+class DaemonThreads:
+    """Runs sync callables on daemon threads; a stuck call never blocks the next one.
+
+    Up to ``keep_idle`` finished threads wait for more work; the rest exit.
+    """
+
+    def __init__(self, name: str, keep_idle: int = 32) -> None:
+        self._name = name
+        self._keep_idle = keep_idle
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[_Job | None]] = []
+        self._started = 0
+        self.abandoned = 0
+        """Calls whose caller stopped waiting while they still ran."""
+
+    @property
+    def threads_started(self) -> int:
+        return self._started
+
+    async def run(self, fn: Callable[..., T], *args: Any, what: str) -> T:
+        """Call ``fn(*args)`` on a thread; ``what`` names it if it is abandoned."""
+        loop = asyncio.get_running_loop()
+        job = _Job(fn, args, loop, loop.create_future(), contextvars.copy_context())
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+            if inbox is None:
+                self._started += 1
+                number = self._started
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            thread = threading.Thread(
+                target=self._serve, args=(inbox,), name=f"{self._name}-{number}", daemon=True
+            )
+            inbox.put(job)
+            thread.start()
+        else:
+            inbox.put(job)
+        try:
+            result: T = await job.future
+            return result
+        except _Carried as carried:  # re-raised here, in this coroutine's own frame
+            raise carried.exc from None
+        except asyncio.CancelledError:
+            if not job.finished.is_set():
+                self.abandoned += 1
+                found = _ABANDONED.get()
+                if found is not None:
+                    found.append(what)
+            raise
+
+    def _serve(self, inbox: queue.SimpleQueue[_Job | None]) -> None:
+        while True:
+            job = inbox.get()
+            if job is None:
+                return
+            ok, value = True, None
+            try:
+                value = job.context.run(job.fn, *job.args)
+            except Exception as exc:  # handed to the awaiting coroutine
+                ok, value = False, exc
+            except BaseException as exc:  # sys.exit() & co: carried, never set on a future as is
+                ok, value = False, _Carried(exc)
+            job.finished.set()
+            # back in the idle list *before* the caller hears of the result, so its next
+            # call finds this thread instead of starting another one
+            with self._lock:
+                park = len(self._idle) < self._keep_idle
+                if park:
+                    self._idle.append(inbox)
+            # RuntimeError: the event loop is closed, nobody is waiting any more
+            with contextlib.suppress(RuntimeError):
+                job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
+            del job, value
+            if not park:
+                return
+
+
+#: one pool for the whole process: agents' sync calls and sync graders
+THREADS = DaemonThreads("user-code")
