@@ -180,6 +180,14 @@ def cmd_run(
     return outcome.exit_code
 
 
+def _unless_interrupted(code: int, guard: InterruptGuard | None) -> int:
+    """``validate`` and ``schema`` only note a signal (no run to stop): it still exits 3."""
+    if guard is not None and guard.interrupted:
+        sys.stderr.write(f"multiturn-eval: {guard.stop_reason}\n")
+        return EXIT_INCOMPLETE
+    return code
+
+
 def main(
     argv: Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,
@@ -195,9 +203,11 @@ def main(
             from .schema import render
 
             out.write(render(args.kind))
-            return EXIT_OK
+            return _unless_interrupted(EXIT_OK, guard)
         if args.command == "validate":
-            return cmd_validate(args.suites, environment, out)
+            if guard is not None:
+                guard.enter("loading")  # a signal stops the loading (exit 3)
+            return _unless_interrupted(cmd_validate(args.suites, environment, out), guard)
         return cmd_run(args, environment, out, guard)
     except ConfigError as exc:
         _print_config_error(exc, sys.stderr)

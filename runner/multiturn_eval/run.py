@@ -444,20 +444,23 @@ def run_suites(
     if own_guard:
         guard.install()
     try:
-        guard.enter("loading")
+        # still "starting" (a signal is only noted): the settings say where reports go
         pipeline = _Pipeline(options, environment, guard, stream, on_result, secrets)
         try:
+            guard.enter("loading")
+            if guard.interrupted:  # a signal came before the run (argv, imports)
+                raise Interrupted(guard.stop_reason or "a signal")
             plan = pipeline.load(paths)
             backends = pipeline.create_backends(plan)
+            pipeline.state = RunState(plan=plan)
+            guard.emergency = pipeline.emergency
+            # from here on a signal stops the run (the run's task checks for one when it starts)
+            guard.enter("running")
         except Interrupted:
             return _interrupted_early(pipeline)
         except ConfigError:  # no agent was called: leave no empty report directory behind
             remove_created(pipeline.created_dir, pipeline.report_dir)
             raise
-        # from here on a signal stops the run (the run's task checks for one when it starts)
-        pipeline.state = RunState(plan=plan)
-        guard.emergency = pipeline.emergency
-        guard.enter("running")
         warnings = [w for p in plan for w in p.loaded.warnings]
         for backend in backends:
             warnings.extend(getattr(backend, "warnings", ()))
@@ -510,14 +513,16 @@ def _finish(
         report = pipeline.build(complete, None if complete else reason, "the run was interrupted")
         try:
             written = pipeline.write(report)
-            if pipeline.guard.interrupted and report.run.complete and "json" in written:
+            if pipeline.guard.interrupted and report.run.complete:
                 # the signal came while the reports were written: they hold every test
-                # case, but the run did not end on its own, and report.json says so
+                # case, but the run did not end on its own: report.json says so, and the
+                # exit code is 3 (whether or not report.json was asked for)
                 report.run.complete = False
                 report.run.stop_reason = (
                     f"{pipeline.guard.stop_reason} while the reports were written"
                 )
-                pipeline.write_json(report)
+                if "json" in written:
+                    pipeline.write_json(report)
         except OSError as exc:
             write_error = f"cannot write reports to {pipeline.report_dir}: {exc}"
         except Exception:  # a bug in a renderer must not look like "tests failed" (exit 1)
