@@ -31,7 +31,7 @@ class SlowSession:
     async def send(self, message: str) -> str:
         marker = self.context.get("marker")
         if marker:
-            Path(str(marker)).touch()
+            Path(str(marker)).touch()  # noqa: ASYNC240 - a test marker, on purpose
         delay = float(self.context.get("delay", 0))
         if delay:
             await asyncio.sleep(delay)

@@ -9,6 +9,10 @@ what a cancelled CI job needs: exit 3, no Python traceback, an exit within
 finished, and every other report present and readable. Phases:
 
 =========  ===================================================================
+spawn      right after ``Popen`` returns, before the interpreter has run any of
+           our code: the one window no handler covers (the interpreter's
+           start-up and the package's imports); reported, never counted as a
+           failure of the run (exit status 0 whatever it shows)
 startup    as soon as the process has its signal handlers (``SigCgt`` in
            ``/proc/PID/status`` shows SIGTERM caught): during imports/argv
 loading    while the suite loads: its factory module sleeps at import time
@@ -27,8 +31,10 @@ Usage (from the repository root)::
     .venv/bin/python bench/reliability/signals.py --quick     # 1 try of each (CI)
     .venv/bin/python bench/reliability/signals.py --tries 20 --phases blocked,writing
 
-Prints a table (phase / tried / tracebacks / hangs / wrong exit codes / cases
-lost / bad reports / max seconds from signal to exit) and exits 1 if any try
+Prints a table (phase / tried / landed in phase (report.json's stop reason
+says so) / tracebacks / hangs / wrong exit codes / cases
+lost / bad reports / max seconds from signal to exit / max seconds from spawn
+to the phase: for ``startup``, how long the process is unguarded) and exits 1 if any try
 had a problem. Figures are in ``README-signals.md``.
 """
 
@@ -49,6 +55,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PHASES = ("startup", "loading", "running", "blocked", "writing", "second")
+#: phases measured but not held to the contract (see the module's docstring)
+UNGUARDED = ("spawn",)
+ALL_PHASES = UNGUARDED + PHASES
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT}
 #: seconds from the signal to the exit after which a try counts as a hang
 HANG_AFTER = 15.0
@@ -78,7 +87,7 @@ class Scenario:
 
 
 def scenario(phase: str, work: Path) -> Scenario:
-    if phase == "startup":
+    if phase in ("spawn", "startup"):
         return Scenario(_suite(_AGENT, [_case(f"quick-{i}") for i in range(3)]))
     if phase == "loading":
         return Scenario(
@@ -125,6 +134,8 @@ def _journal_lines(out: Path) -> int:
 def reached(phase: str, pid: int, work: Path) -> bool:
     """Whether the process is in ``phase`` (polled until it is)."""
     out = work / "out"
+    if phase == "spawn":
+        return True
     if phase == "startup":
         return _caught(pid, signal.SIGTERM)
     if phase == "loading":
@@ -151,8 +162,22 @@ class Trial:
     """Finished per results.jsonl but missing from report.json (or not as finished)."""
     bad_reports: list[str] = field(default_factory=list)
     stop_reason: str | None = None
+    ready_after: float | None = None
+    """Seconds from the spawn to the phase being reached (startup: handlers installed)."""
     stdout: str = ""
     stderr: str = ""
+
+    @property
+    def landed(self) -> bool:
+        """Whether report.json's stop reason shows the signal came in the intended phase."""
+        reason = self.stop_reason or ""
+        if self.phase in ("startup", "loading"):
+            return reason.endswith("while loading the suites")
+        if self.phase == "writing":
+            return reason.endswith("while the reports were written")
+        if self.phase in ("running", "blocked"):
+            return reason == f"interrupted by {self.signal}"
+        return False
 
     @property
     def wrong_exit(self) -> bool:
@@ -239,7 +264,8 @@ def run_trial(phase: str, signame: str, work: Path) -> Trial:
             [*command, *plan.args], cwd=work, env=env, stdout=stdout, stderr=stderr
         ) as proc,
     ):
-        deadline = time.monotonic() + REACH_WITHIN
+        spawned = time.monotonic()
+        deadline = spawned + REACH_WITHIN
         while not reached(phase, proc.pid, work):
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
@@ -252,7 +278,8 @@ def run_trial(phase: str, signame: str, work: Path) -> Trial:
                 )
                 trial.exit_code = proc.returncode
                 return trial
-            time.sleep(0.005)
+            time.sleep(0.002)
+        trial.ready_after = time.monotonic() - spawned
         if phase in ("blocked", "second"):
             time.sleep(0.1)  # the agent is now inside time.sleep
         sent = time.monotonic()
@@ -285,6 +312,8 @@ class Row:
     lost: int = 0
     bad_reports: int = 0
     max_seconds: float = 0.0
+    max_ready: float = 0.0
+    landed: int = 0
 
 
 def run_all(
@@ -308,6 +337,8 @@ def run_all(
                     row.lost += len(trial.lost)
                     row.bad_reports += bool(trial.bad_reports)
                     row.max_seconds = max(row.max_seconds, trial.seconds or 0.0)
+                    row.landed += trial.landed
+                    row.max_ready = max(row.max_ready, trial.ready_after or 0.0)
                     if trial.problems:
                         failed.append(trial)
                     if on_trial is not None:
@@ -318,14 +349,14 @@ def run_all(
 
 def table(rows: Sequence[Row]) -> str:
     head = (
-        "| phase / signal | tried | tracebacks | hangs | wrong exit codes "
-        "| cases lost | bad reports | max s signal→exit |"
+        "| phase / signal | tried | landed in phase | tracebacks | hangs | wrong exit codes "
+        "| cases lost | bad reports | max s signal→exit | max s spawn→phase |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
-            f"| {r.phase} | {r.tried} | {r.tracebacks} | {r.hangs} | {r.wrong_exit} "
-            f"| {r.lost} | {r.bad_reports} | {r.max_seconds:.2f} |"
+            f"| {r.phase} | {r.tried} | {r.landed} | {r.tracebacks} | {r.hangs} | {r.wrong_exit} "
+            f"| {r.lost} | {r.bad_reports} | {r.max_seconds:.2f} | {r.max_ready:.2f} |"
         )
     return "\n".join(lines)
 
@@ -334,14 +365,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--tries", type=int, default=5, help="tries per phase and signal")
     parser.add_argument("--quick", action="store_true", help="one try of each (CI)")
-    parser.add_argument("--phases", default=",".join(PHASES), help="comma-separated")
+    parser.add_argument("--phases", default=",".join(ALL_PHASES), help="comma-separated")
     parser.add_argument("--signals", default="SIGTERM,SIGINT", help="comma-separated")
     args = parser.parse_args(argv)
     phases = [p for p in args.phases.split(",") if p]
     signals = [s for s in args.signals.split(",") if s]
     for p in phases:
-        if p not in PHASES:
-            parser.error(f"--phases: unknown phase {p!r} (known: {', '.join(PHASES)})")
+        if p not in ALL_PHASES:
+            parser.error(f"--phases: unknown phase {p!r} (known: {', '.join(ALL_PHASES)})")
     for s in signals:
         if s not in SIGNALS:
             parser.error(f"--signals: unknown signal {s!r} (known: SIGTERM, SIGINT)")
@@ -350,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(rows))
     for trial in failed:
         print("\n" + trial.explain(), file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if any(t.phase not in UNGUARDED for t in failed) else 0
 
 
 if __name__ == "__main__":
