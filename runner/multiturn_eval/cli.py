@@ -43,9 +43,9 @@ __all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_INCOMPLETE", "EXIT_OK", "expand_s
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # usage errors: exit 2, one line, no traceback
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_CONFIG, f"{self.prog}: error: {message}\n")
+    def error(self, message: str) -> Any:
+        """A usage error: exit 2 with one line (no usage block: ``--help`` has it)."""
+        self.exit(EXIT_CONFIG, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
