@@ -367,7 +367,10 @@ class _Pipeline:
             state.stop_reason = state.stop_reason or self.guard.stop_reason or "interrupted"
         except Exception as exc:  # a bug: still write what finished, then show the traceback
             internal_error = exc
-            state.stop_reason = f"internal error: {type(exc).__name__}: {exc}"
+            cause: BaseException = exc  # the bug itself, not the TaskGroup's wrapper around it
+            while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+                cause = cause.exceptions[0]
+            state.stop_reason = f"internal error: {type(cause).__name__}: {cause}"
         finally:
             if progress is not None:
                 progress.close()
