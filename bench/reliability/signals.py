@@ -32,7 +32,7 @@ Usage (from the repository root)::
     .venv/bin/python bench/reliability/signals.py --tries 20 --phases blocked,writing
 
 Prints a table (phase / tried / landed in phase (report.json's stop reason
-says so) / tracebacks / hangs / wrong exit codes / cases
+says so; for ``second``, stderr's "exiting at once") / tracebacks / hangs / wrong exit codes / cases
 lost / bad reports / max seconds from signal to exit / max seconds from spawn
 to the phase: for ``startup``, how long the process is unguarded) and exits 1 if any try
 had a problem. Figures are in ``README-signals.md``.
@@ -177,6 +177,8 @@ class Trial:
             return reason.endswith("while the reports were written")
         if self.phase in ("running", "blocked"):
             return reason == f"interrupted by {self.signal}"
+        if self.phase == "second":  # no report.json: the exit at once says so on stderr
+            return f"{self.signal} again: exiting at once" in self.stderr
         return False
 
     @property
