@@ -43,9 +43,9 @@ __all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_INCOMPLETE", "EXIT_OK", "expand_s
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # usage errors: exit 2, one line, no traceback
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_CONFIG, f"{self.prog}: error: {message}\n")
+    def error(self, message: str) -> Any:
+        """A usage error: exit 2 with one line (no usage block: ``--help`` has it)."""
+        self.exit(EXIT_CONFIG, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,6 +194,14 @@ def cmd_run(
     return outcome.exit_code
 
 
+def _unless_interrupted(code: int, guard: InterruptGuard | None) -> int:
+    """``validate`` and ``schema`` only note a signal (no run to stop): it still exits 3."""
+    if guard is not None and guard.interrupted:
+        sys.stderr.write(f"multiturn-eval: {guard.stop_reason}\n")
+        return EXIT_INCOMPLETE
+    return code
+
+
 def main(
     argv: Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,
@@ -209,9 +217,11 @@ def main(
             from .schema import render
 
             out.write(render(args.kind))
-            return EXIT_OK
+            return _unless_interrupted(EXIT_OK, guard)
         if args.command == "validate":
-            return cmd_validate(args.suites, environment, out)
+            if guard is not None:
+                guard.enter("loading")  # a signal stops the loading (exit 3)
+            return _unless_interrupted(cmd_validate(args.suites, environment, out), guard)
         return cmd_run(args, environment, out, guard)
     except ConfigError as exc:
         _print_config_error(exc, sys.stderr)

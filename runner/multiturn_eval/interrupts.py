@@ -8,6 +8,10 @@ knows which phase the run is in:
 =========  ==========================================================
 phase      first signal
 =========  ==========================================================
+starting   (from :meth:`InterruptGuard.install` until the run starts
+           loading: argv, settings, imports) the signal is noted;
+           :func:`~multiturn_eval.run.run_suites` sees it as it starts
+           and writes a report of no test cases (``complete: false``)
 loading    :class:`Interrupted` is raised in the main thread; the caller
            writes a report of no test cases (``complete: false``)
 running    the run's task is cancelled: no new test case starts, running
@@ -24,7 +28,11 @@ thread. So a watchdog thread also hears every signal (through
 ``signal.set_wakeup_fd``) and, if the main thread has not started writing the
 final reports and its event loop does not answer within twice
 :attr:`InterruptGuard.grace` seconds, writes them itself from the run's state
-and exits 3. Reports are written under one lock, so the
+and exits 3. Before the run's event loop exists (starting, loading) the
+watchdog waits up to :attr:`InterruptGuard.writing_limit` for the main thread
+once that thread has run the handler (it is then on its way to the reports:
+imports of the renderers can take longer than the grace on a busy machine);
+if the handler never ran (the main thread is stuck in C code), it exits 3. Reports are written under one lock, so the
 main thread's writing, the periodic snapshot and the watchdog's never mix.
 """
 
@@ -36,13 +44,14 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Literal
 
 EXIT_INCOMPLETE = 3
 
-Phase = Literal["loading", "running", "writing", "done"]
+Phase = Literal["starting", "loading", "running", "writing", "done"]
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -67,7 +76,7 @@ class InterruptGuard:
         """How long the main thread has to start writing the reports after a signal."""
         self.writing_limit = writing_limit
         """How long the main thread's writing may then take before the watchdog exits anyway."""
-        self.phase: Phase = "loading"
+        self.phase: Phase = "starting"
         self.stop_reason: str | None = None
         self.write_lock = threading.Lock()
         self.emergency: Callable[[str], None] | None = None
@@ -157,6 +166,8 @@ class InterruptGuard:
         if self._signals > 1:
             self._exit_now(name)
         self.stop_reason = self.stop_reason or f"interrupted by {name}"
+        if self.phase == "starting":
+            return  # noted: run_suites stops as it starts (raising here could hit install())
         if self.phase == "loading":
             raise Interrupted(name)
         if self.phase == "running" and self.on_stop is not None:
@@ -194,6 +205,18 @@ class InterruptGuard:
     def _rescue(self, name: str) -> None:
         """Let the main thread stop the run; if it cannot (blocked), write the reports and exit."""
         if self._done.wait(self.grace):
+            return
+        # No event loop yet, but the main thread ran the handler: it is stopping the run
+        # (Interrupted was raised) and on its way to writing the reports; give it time.
+        deadline = time.monotonic() + self.writing_limit
+        while (
+            self.phase in ("starting", "loading")
+            and self._signals > 0
+            and time.monotonic() < deadline
+            and not self._done.wait(0.05)
+        ):
+            pass
+        if self._done.is_set():
             return
         if self.phase == "running" and self.ping is not None:
             alive = threading.Event()

@@ -40,6 +40,7 @@ from .secrets import Redactor, secrets_in
 
 if TYPE_CHECKING:
     from .backends.base import Backend
+    from .loader import LoadedSuite
     from .reports.console import Console
     from .results import CaseResult, Report
     from .scheduler import PlannedSuite, RunState
@@ -178,6 +179,23 @@ def remove_created(created: Path | None, path: Path) -> None:
         if current == created or current.parent == current:
             return
         current = current.parent
+
+
+#: the deepest field path whose YAML line a run still needs (a turn's files: 6)
+_LINE_DEPTH = 6
+
+
+def _compact(loaded: LoadedSuite) -> None:
+    """Drop what only loading needed: the raw YAML data and the lines of deep fields.
+
+    Once every error that names a field is found (loader, backends), a run
+    needs the lines of test cases and turns only. On a 50,000-case suite the
+    line of every argument matcher and the parsed YAML are about a third of the
+    suite's memory.
+    """
+    document = loaded.document
+    document.data = None
+    document.lines = {k: v for k, v in document.lines.items() if len(k) <= _LINE_DEPTH}
 
 
 def run_loop(main: Coroutine[Any, Any, None]) -> None:
@@ -377,7 +395,10 @@ class _Pipeline:
             state.stop_reason = state.stop_reason or self.guard.stop_reason or "interrupted"
         except Exception as exc:  # a bug: still write what finished, then show the traceback
             internal_error = exc
-            state.stop_reason = f"internal error: {type(exc).__name__}: {exc}"
+            cause: BaseException = exc  # the bug itself, not the TaskGroup's wrapper around it
+            while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+                cause = cause.exceptions[0]
+            state.stop_reason = f"internal error: {type(cause).__name__}: {cause}"
         finally:
             if progress is not None:
                 progress.close()
@@ -455,21 +476,26 @@ def run_suites(
     if own_guard:
         guard.install()
     try:
-        guard.enter("loading")
+        # still "starting" (a signal is only noted): the settings say where reports go
         pipeline = _Pipeline(options, environment, guard, stream, on_result, secrets)
         try:
+            guard.enter("loading")
+            if guard.interrupted:  # a signal came before the run (argv, imports)
+                raise Interrupted(guard.stop_reason or "a signal")
             plan = pipeline.load(paths)
             backends = pipeline.create_backends(plan)
+            for planned in plan:
+                _compact(planned.loaded)
+            pipeline.state = RunState(plan=plan)
+            guard.emergency = pipeline.emergency
+            # from here on a signal stops the run (the run's task checks for one when it starts)
+            guard.enter("running")
         except Interrupted:
             return _interrupted_early(pipeline)
         except ConfigError:  # no agent was called: leave no empty report directory behind
             remove_created(pipeline.created_dir, pipeline.report_dir)
             raise
         cpu_loaded = time.process_time()
-        # from here on a signal stops the run (the run's task checks for one when it starts)
-        pipeline.state = RunState(plan=plan)
-        guard.emergency = pipeline.emergency
-        guard.enter("running")
         warnings = [w for p in plan for w in p.loaded.warnings]
         for backend in backends:
             warnings.extend(backend.warnings)
@@ -529,14 +555,16 @@ def _finish(
         report = pipeline.build(complete, None if complete else reason, "the run was interrupted")
         try:
             written = pipeline.write(report)
-            if pipeline.guard.interrupted and report.run.complete and "json" in written:
+            if pipeline.guard.interrupted and report.run.complete:
                 # the signal came while the reports were written: they hold every test
-                # case, but the run did not end on its own, and report.json says so
+                # case, but the run did not end on its own: report.json says so, and the
+                # exit code is 3 (whether or not report.json was asked for)
                 report.run.complete = False
                 report.run.stop_reason = (
                     f"{pipeline.guard.stop_reason} while the reports were written"
                 )
-                pipeline.write_json(report)
+                if "json" in written:
+                    pipeline.write_json(report)
         except OSError as exc:
             write_error = f"cannot write reports to {pipeline.report_dir}: {exc}"
         except Exception:  # a bug in a renderer must not look like "tests failed" (exit 1)

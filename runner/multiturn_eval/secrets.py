@@ -18,7 +18,12 @@ suite), nothing can redact it: keep keys in the environment.
 :class:`Redactor` replaces a secret in every form a report can hold it:
 as it is, JSON-escaped (at any depth of JSON-in-JSON, ASCII-only or not), HTML
 escaped (``&amp;``, ``&#39;``, ``&#x27;`` ...), escaped by the Markdown
-renderer (``&#95;`` for ``_`` ...) and URL-encoded (``%2F``, ``+``).
+renderer (``&#95;`` for ``_`` ...), URL-encoded (``%2F``, ``+``) and as Python's
+``repr`` writes it (``\\'`` and ``\\\\``: a grader's reason quotes the reply with
+``!r``). A secret that was *cut* before it could be redacted (a reason or an
+error message shortened to ``…`` or ``...`` while the run went on) is
+replaced too: the start of any form, at least :data:`MIN_SECRET_LENGTH`
+characters long, right before a cut mark.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import json
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 REDACTED = "***"
 
@@ -84,6 +90,14 @@ def _markdown_form(text: str) -> str:
     return md_text(text)
 
 
+def _repr_forms(text: str) -> set[str]:
+    """``text`` as it appears inside ``repr()`` of a longer string, whichever quotes it chose."""
+    forms = {repr(text)[1:-1], repr(text + '"')[1:-2]}  # double quotes / single, ' escaped
+    if '"' not in text:
+        forms.add(repr("'" + text)[2:-1])  # inside double quotes: ' not escaped
+    return forms
+
+
 def encoded_forms(secret: str) -> set[str]:
     """Every form of ``secret`` a report, log or comment may contain."""
     base = {secret}
@@ -97,6 +111,12 @@ def encoded_forms(secret: str) -> set[str]:
     forms = set(base)
     for form in base:
         forms |= _json_forms(form)
+    # a reason quoting the reply with !r (the reply may hold the secret JSON-escaped), then
+    # written into report.json: repr of every form so far, and their JSON forms
+    for form in list(forms):
+        for quoted in _repr_forms(form) - forms:
+            forms.add(quoted)
+            forms |= _json_forms(quoted)
     return {f for f in forms if f}
 
 
@@ -108,12 +128,16 @@ class Redactor:
         forms: set[str] = set()
         for secret in self.secrets:
             forms |= encoded_forms(secret)
-        # longest first, so a secret containing another is replaced whole
-        self._pattern = (
-            re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
-            if forms
-            else None
-        )
+        # one trie-shaped pattern (a secret has dozens of forms sharing their starts): the
+        # longest form wins, so a secret containing another is replaced whole
+        self._pattern = re.compile(_trie_pattern(forms)) if forms else None
+        # forms by their first characters: what is left of a secret cut before it was redacted
+        self._by_start: dict[str, list[str]] = {}
+        for form in forms:
+            if len(form) > MIN_SECRET_LENGTH:
+                self._by_start.setdefault(form[:MIN_SECRET_LENGTH], []).append(form)
+        self._starts = re.compile(_trie_pattern(set(self._by_start))) if self._by_start else None
+        self._longest = max((len(f) for f in forms), default=0)
 
     @property
     def active(self) -> bool:
@@ -128,4 +152,56 @@ class Redactor:
     def __call__(self, text: str) -> str:
         if self._pattern is None:
             return text
-        return self._pattern.sub(REDACTED, text)
+        text = self._pattern.sub(REDACTED, text)
+        if self._starts is not None and ("…" in text or "..." in text):
+            text = self._cut_secrets(text, self._starts)
+        return text
+
+    def _cut_secrets(self, text: str, starts: re.Pattern[str]) -> str:
+        """Replace the start of a secret right before a cut mark (``…``, ``...``)."""
+        out: list[str] = []
+        pos = 0
+        for start in starts.finditer(text):
+            if start.start() < pos:
+                continue
+            cut = _CUT_MARK.search(text, start.start(), start.start() + self._longest + 3)
+            if cut is None:
+                continue
+            left = text[start.start() : cut.start()]
+            if any(f.startswith(left) for f in self._by_start[start.group()]):
+                out += [text[pos : start.start()], REDACTED]
+                pos = cut.start()
+        out.append(text[pos:])
+        return "".join(out)
+
+
+def _trie_pattern(words: Iterable[str]) -> str:
+    """A regex matching any of ``words`` (longest first), shaped as their prefix tree."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    return _emit(trie)
+
+
+def _emit(node: dict[str, Any]) -> str:
+    branches = []
+    for ch in sorted(k for k in node if k):
+        child = node[ch]
+        run = [ch]
+        while len(child) == 1 and "" not in child:  # a chain: no branching, no recursion
+            (ch, child), *_ = child.items()
+            run.append(ch)
+        rest = _emit(child) if any(child) or len(child) > 1 else ""
+        branches.append(re.escape("".join(run)) + rest)
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    if "" in node:  # a word may end here: the longer ones are tried first (greedy ?)
+        return f"(?:{body})?"
+    return body
+
+
+_CUT_MARK = re.compile(r"…|\.\.\.")
