@@ -38,6 +38,9 @@ from pydantic_core import PydanticCustomError
 # ---------------------------------------------------------------------------- helpers
 
 AT_PATH_ERROR = "multiturn_eval_at_path"
+CALLABLE_PATTERN = r"^[\w.]+:[\w.]+$"
+"""``module.path:callable`` (tools, graders, factories); the loader words its error."""
+URL_PATTERN = r"^https?://"
 
 #: discriminator tags that pydantic puts into error locations; the loader drops them
 UNION_TAGS = frozenset(
@@ -247,7 +250,7 @@ class CodeEvaluation(_Strict):
     """A Python grader: ``grader: "module.path:callable"``, imported at load."""
 
     type: Literal["code"]
-    grader: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="module.path:callable")
+    grader: str = Field(pattern=CALLABLE_PATTERN, description="module.path:callable")
     name: str | None = Field(default=None, description="Metric name; default: the callable's name.")
     threshold: float | None = Field(default=None, ge=0, le=1)
     enabled: bool = True
@@ -404,7 +407,7 @@ class TestCase(_Strict):
 class ToolSpec(_Strict):
     """A Python callable offered to the model as a tool."""
 
-    function: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="module.path:callable")
+    function: str = Field(pattern=CALLABLE_PATTERN, description="module.path:callable")
     name: str | None = Field(default=None, description="Default: the callable's name.")
     description: str | None = Field(default=None, description="Default: the docstring.")
 
@@ -445,7 +448,7 @@ class PythonAgent(_AgentCommon):
     """Your own agent in Python: ``factory(CaseContext) -> session``."""
 
     backend: Literal["python"]
-    factory: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="module.path:callable")
+    factory: str = Field(pattern=CALLABLE_PATTERN, description="module.path:callable")
     options: dict[str, Any] = Field(
         default_factory=dict, description="Free-form settings for your factory (CaseContext.agent)."
     )
@@ -455,7 +458,7 @@ class HttpAgent(_AgentCommon):
     """Your agent behind an HTTP endpoint: one POST per turn."""
 
     backend: Literal["http"]
-    url: str = Field(pattern=r"^https?://", description="Receives one JSON POST per turn.")
+    url: str = Field(pattern=URL_PATTERN, description="Receives one JSON POST per turn.")
     headers: dict[str, str] = Field(default_factory=dict)
     timeout: float | None = Field(default=None, gt=0, description="Seconds; default: turn_timeout.")
     retry: RetryConfig = Field(default_factory=RetryConfig)
