@@ -271,12 +271,12 @@ def validation_issues(exc: ValidationError, data: Any, locator: _Locator) -> lis
         if m.startswith("unknown key; did you mean")
     }
     out = []
-    for loc, m in issues:
-        if m == "required key missing" and loc in suggested:
+    for where, m in issues:
+        if m == "required key missing" and where in suggested:
             continue
-        issue = locator.issue(loc, m)
-        if m.startswith("key ") and loc in key_lines:
-            issue = dataclasses.replace(issue, line=locator.doc.line_of(key_lines[loc]))
+        issue = locator.issue(where, m)
+        if m.startswith("key ") and where in key_lines:
+            issue = dataclasses.replace(issue, line=locator.doc.line_of(key_lines[where]))
         out.append(issue)
     return out
 
