@@ -17,10 +17,12 @@ exact key (``test_cases[3].ground_truth``) rather than at its parent.
 from __future__ import annotations
 
 import difflib
+import importlib
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
+import regex as regex_engine
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -103,26 +105,95 @@ class FuzzyMatcher(_Strict):
 
 
 class RegexMatcher(_Strict):
-    """``{regex: "181001(\\\\.0+)?"}``: ``re.fullmatch`` on ``str(actual)``."""
+    """``{regex: "181001(\\\\.0+)?"}``: a full match on ``str(actual)``, bounded in time.
+
+    The pattern must compile both with Python's :mod:`re` (its syntax and error
+    messages are the documented contract) and with the `regex
+    <https://pypi.org/project/regex/>`_ package in its ``V0`` (re-compatible)
+    mode, which runs the match: unlike :mod:`re` it takes a ``timeout``, so a
+    pattern such as ``(a+)+$`` cannot hang a run on a long agent value (see
+    :data:`multiturn_eval.grading.matchers.REGEX_TIMEOUT`). Compiling at load
+    with the same engine that matches at run time means a pattern that loads
+    always runs.
+    """
 
     regex: str
-    _compiled: re.Pattern[str] = PrivateAttr()
+    _compiled: regex_engine.Pattern[str] = PrivateAttr()
 
     @field_validator("regex")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"cannot compile: {exc}") from None
+        compile_regex(value)
         return value
 
     def model_post_init(self, __context: Any) -> None:
-        self._compiled = re.compile(self.regex)
+        self._compiled = compile_regex(self.regex)
 
     @property
-    def pattern(self) -> re.Pattern[str]:
+    def pattern(self) -> regex_engine.Pattern[str]:
         return self._compiled
+
+
+MAX_REGEX_SIZE = 100_000
+"""Items a pattern may stand for once its counted repeats are unrolled."""
+
+
+def compile_regex(pattern: str) -> regex_engine.Pattern[str]:
+    """A user's pattern compiled for bounded matching; ValueError says why it cannot be.
+
+    Counted repeats that nest to more than :data:`MAX_REGEX_SIZE` items (such as
+    ``(?:a{1000}){1000}``) are refused: the ``regex`` engine unrolls them when
+    compiling, and ``(?:a{65535}){65535}`` alone would take gigabytes.
+    """
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"cannot compile: {exc}") from None
+    except RecursionError:
+        raise ValueError("cannot compile: its groups nest too deeply") from None
+    except (OverflowError, ValueError) as exc:
+        raise ValueError(f"cannot compile: {exc}") from None
+    size = _unrolled_size(pattern)
+    if size > MAX_REGEX_SIZE:
+        raise ValueError(
+            f"cannot compile: its counted repeats unroll to more than {MAX_REGEX_SIZE:,} items "
+            "(nested {n} counts multiply); use + or * instead of large counts"
+        )
+    try:
+        return regex_engine.compile(pattern, flags=regex_engine.V0)
+    except Exception as exc:  # regex.error, ValueError, OverflowError, ...
+        raise ValueError(f"cannot compile: {exc} (with the regex engine that runs it)") from None
+
+
+def _unrolled_size(pattern: str) -> int:
+    """How many items ``pattern`` stands for with each counted repeat written out."""
+    try:
+        parser: Any = importlib.import_module("re._parser")
+        tree = parser.parse(pattern)
+        unbounded = importlib.import_module("re._constants").MAXREPEAT
+    except Exception:  # another Python's internals: skip the estimate
+        return 0
+
+    def size(items: Any) -> int:
+        total = 0
+        for op, arg in items:
+            name = str(op)
+            if name.endswith("REPEAT"):  # MAX_REPEAT, MIN_REPEAT, POSSESSIVE_REPEAT
+                low, high, sub = arg
+                total += size(sub) * max(1, low if high == unbounded else high)
+            elif name == "SUBPATTERN":
+                total += size(arg[-1])
+            elif name == "BRANCH":
+                total += sum(size(branch) for branch in arg[1])
+            elif name in ("ASSERT", "ASSERT_NOT", "ATOMIC_GROUP"):
+                total += size(arg[-1] if name != "ATOMIC_GROUP" else arg)
+            else:
+                total += 1
+            if total > MAX_REGEX_SIZE:
+                break
+        return total
+
+    return size(tree)
 
 
 def _matcher_tag(value: Any) -> str:
