@@ -381,6 +381,9 @@ def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
     FIFO cannot block the loader and a device cannot stream into memory, and it is
     read no further than the limit even if it grows meanwhile.
     """
+    before = file_problem(path, limit)  # what stat says: no open() of a FIFO or socket
+    if before is not None:
+        raise ValueError(before)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -434,8 +437,8 @@ def _read(path: Path, shown: str) -> str:
         return read_text(path)
     except ValueError as exc:
         message = str(exc)
-        if message == "file not found":
-            message = "suite file not found"
+        if message.startswith("file not found"):
+            message = "suite " + message
         elif message == _FILE_KINDS[0][1]:
             message = "is a directory, not a suite file"
         raise ConfigError(ConfigIssue(message, file=shown)) from None

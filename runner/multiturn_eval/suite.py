@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
+import warnings
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -146,14 +147,23 @@ def compile_regex(pattern: str) -> regex_engine.Pattern[str]:
     compiling, and ``(?:a{65535}){65535}`` alone would take gigabytes.
     """
     try:
-        re.compile(pattern)
+        with (
+            warnings.catch_warnings()
+        ):  # re's FutureWarnings: _inspect_regex reports the one that matters
+            warnings.simplefilter("ignore", FutureWarning)
+            re.compile(pattern)
     except re.error as exc:
         raise ValueError(f"cannot compile: {exc}") from None
     except RecursionError:
         raise ValueError("cannot compile: its groups nest too deeply") from None
     except (OverflowError, ValueError) as exc:
         raise ValueError(f"cannot compile: {exc}") from None
-    size = _unrolled_size(pattern)
+    size, ambiguous = _inspect_regex(pattern)
+    if ambiguous:
+        raise ValueError(
+            f"cannot compile: {ambiguous}; Python's re and the regex engine that runs the match "
+            "read '[[:name:]]' differently (write the class out, e.g. [a-zA-Z], or escape the '[')"
+        )
     if size > MAX_REGEX_SIZE:
         raise ValueError(
             f"cannot compile: its counted repeats unroll to more than {MAX_REGEX_SIZE:,} items "
@@ -165,14 +175,31 @@ def compile_regex(pattern: str) -> regex_engine.Pattern[str]:
         raise ValueError(f"cannot compile: {exc} (with the regex engine that runs it)") from None
 
 
-def _unrolled_size(pattern: str) -> int:
-    """How many items ``pattern`` stands for with each counted repeat written out."""
+def _inspect_regex(pattern: str) -> tuple[int, str | None]:
+    """(items ``pattern`` stands for with each counted repeat written out, re's warning).
+
+    :mod:`re` warns (FutureWarning) about constructs that other engines, ``regex``
+    among them, read another way, such as the POSIX class in ``[[:alpha:]]``.
+    """
     try:
         parser: Any = importlib.import_module("re._parser")
-        tree = parser.parse(pattern)
         unbounded = importlib.import_module("re._constants").MAXREPEAT
-    except Exception:  # another Python's internals: skip the estimate
-        return 0
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tree = parser.parse(pattern)
+    except Exception:  # another Python's internals: skip these checks
+        return 0, None
+    # only a POSIX class reads differently in regex.V0 (set operations are V1-only there)
+    ambiguous = next(
+        (
+            str(w.message)
+            for w in caught
+            if issubclass(w.category, FutureWarning)
+            and re.search(r"\[:\w+:\]", pattern)
+            and "nested set" in str(w.message)
+        ),
+        None,
+    )
 
     def size(items: Any) -> int:
         total = 0
@@ -193,7 +220,7 @@ def _unrolled_size(pattern: str) -> int:
                 break
         return total
 
-    return size(tree)
+    return size(tree), ambiguous
 
 
 def _matcher_tag(value: Any) -> str:

@@ -223,10 +223,10 @@ class _Builder:
         tag = event.tag
         text = event.value
         is_key = self._child_path(line) is None
-        if tag is None and event.style:  # quoted or block text: always a string (plain: None or "")
+        if (tag is None and event.style) or tag == "!":  # quoted, block or '!': a string
             value: Any = text
         else:
-            if tag is None or tag == "!":
+            if tag is None:  # plain (the parser gives no style, or "")
                 tag = self.loader.resolve(yaml.ScalarNode, text, event.implicit)
             if tag == _STR_TAG:
                 value = text
@@ -362,6 +362,11 @@ def _syntax_error(exc: yaml.MarkedYAMLError, text: str) -> YamlSyntaxError:
         parts.append(f"{problem} at {_where(mark)}" if mark else problem)
     message = ": ".join(parts) or str(exc).splitlines()[0]
     line = mark.line + 1 if mark else (start.line + 1 if start else None)
+    if problem and "maximum nesting depth" in problem:  # libyaml's own limit (1,000) hit first
+        where = f" at {_where(mark)}" if mark else ""
+        return YamlSyntaxError(
+            f"nesting deeper than {MAX_DEPTH} levels of lists and mappings{where}", line
+        )
     tab = _tab_near(text, mark)
     if tab is not None:
         message = (

@@ -110,9 +110,9 @@ REGEX_TURN_BUDGET = 5.0
 class RegexBudget:
     """What is left of one turn's regex time (:data:`REGEX_TURN_BUDGET`)."""
 
-    def __init__(self, seconds: float = REGEX_TURN_BUDGET) -> None:
-        self.seconds = seconds
-        self.left = seconds
+    def __init__(self, seconds: float | None = None) -> None:
+        self.seconds = REGEX_TURN_BUDGET if seconds is None else seconds
+        self.left = self.seconds
 
     def run(self, matcher: RegexMatcher, text: str) -> bool | str:
         """True/False for match/no match, or why the match did not run to the end."""
