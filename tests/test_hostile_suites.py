@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from multiturn_eval import yaml_source
 from multiturn_eval.errors import ConfigError
 from multiturn_eval.grading import matchers
 from multiturn_eval.grading.matchers import RegexBudget, check_tools, fuzzy_equal, match_value
@@ -275,6 +276,26 @@ def test_bad_aliases_are_located_errors(project: Project, context: str, expected
     error = one_error(project, HEAD + CASE + "    context: " + context + "\n")
     assert error.startswith("suite.yaml:6: YAML syntax error: ")
     assert expected in error
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        "[" + ", ".join(["1"] * 1_001) + "]",
+        "{" + ", ".join(f"k{i}: {i}" for i in range(600)) + "}",
+        "\n" + "".join("        - [a, b, c]\n" for i in range(300)),
+    ],
+)
+def test_a_file_with_too_many_values_is_refused(
+    project: Project, monkeypatch: pytest.MonkeyPatch, values: str
+) -> None:
+    monkeypatch.setattr(yaml_source, "MAX_NODES", 1_000)  # 2,000,000 takes seconds to reach
+    error = one_error(project, HEAD + CASE + "    context:\n      many: " + values + "\n")
+    assert re.fullmatch(
+        r"suite\.yaml:\d+: YAML syntax error: the file holds more than 1,000 values \(scalars, "
+        r"lists and mappings\); split it into several suite files",
+        error,
+    ), error
 
 
 # ------------------------------------------------------------------ numbers, keys

@@ -33,6 +33,11 @@ file is held to what a suite can contain. Each rule below is a located
   text); this also keeps Python's int/str conversion limits out of the way.
 - **keys** are scalars (text, numbers, booleans, null), never lists or
   mappings, and never NaN (which is not equal to itself).
+- **size**: at most :data:`MAX_NODES` (2,000,000) values written in the file,
+  which keeps the memory of loading one file to a few hundred MB whatever it
+  holds (about 150 bytes a value). A whole ConvFinQA dev split as one suite is
+  about 400,000 values; 25,000 four-turn test cases with tool assertions, about
+  2,000,000. The loader's 64 MiB file cap alone would allow 30 million.
 - **one document** per file.
 
 Parser errors say where the parser gave up and, when it knows, where the
@@ -72,6 +77,8 @@ MIN_ALIAS_BUDGET = 100_000
 """Nodes aliases may repeat in any file (more when the file itself holds more)."""
 MAX_NUMBER_CHARS = 100
 """Longest unquoted number (characters)."""
+MAX_NODES = 2_000_000
+"""Most values (scalars, lists, mappings) one file may write out."""
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -217,9 +224,18 @@ class _Builder:
             top.value[top.key] = value
         top.key = _NO_KEY
 
+    def _count(self, line: int) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise YamlSyntaxError(
+                f"the file holds more than {MAX_NODES:,} values (scalars, lists and mappings); "
+                "split it into several suite files",
+                line,
+            )
+
     def scalar(self, event: Any) -> None:
         line = event.start_mark.line + 1
-        self.nodes += 1
+        self._count(line)
         tag = event.tag
         text = event.value
         is_key = self._child_path(line) is None
@@ -296,7 +312,7 @@ class _Builder:
 
     def start(self, event: Any, value: dict[Any, Any] | list[Any]) -> None:
         line = event.start_mark.line + 1
-        self.nodes += 1
+        self._count(line)
         allowed = _MAP_TAGS if type(value) is dict else _SEQ_TAGS
         if event.tag not in allowed:
             raise YamlSyntaxError(
