@@ -106,18 +106,14 @@ class FuzzyMatcher(_Strict):
 
 
 class RegexMatcher(_Strict):
-    """``{regex: "181001(\\\\.0+)?"}``: a full match on ``str(actual)``, bounded in time.
+    """``{regex: "181001(\\\\.0+)?"}``: ``re.fullmatch`` on ``str(actual)``."""
 
-    The pattern must compile both with Python's :mod:`re` (its syntax and error
-    messages are the documented contract) and with the `regex
-    <https://pypi.org/project/regex/>`_ package in its ``V0`` (re-compatible)
-    mode, which runs the match: unlike :mod:`re` it takes a ``timeout``, so a
-    pattern such as ``(a+)+$`` cannot hang a run on a long agent value (see
-    :data:`multiturn_eval.grading.matchers.REGEX_TIMEOUT`). Compiling at load
-    with the same engine that matches at run time means a pattern that loads
-    always runs.
-    """
-
+    # (the docstring above is the JSON Schema's description: keep it one line)
+    # The pattern must compile both with Python's re (its syntax and error messages are the
+    # documented contract) and with the `regex` package in its V0 (re-compatible) mode, which
+    # runs the match: unlike re it takes a timeout, so a pattern such as (a+)+$ cannot hang a
+    # run on a long agent value (grading.matchers.REGEX_TIMEOUT). Compiling at load with the
+    # engine that matches at run time means a pattern that loads always runs.
     regex: str
     _compiled: regex_engine.Pattern[str] = PrivateAttr()
 
