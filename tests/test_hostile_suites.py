@@ -610,7 +610,7 @@ FILE_KINDS = {
     "socket": "is a socket, not a regular file",
     "/dev/zero": "is a character device, not a regular file",
     "/dev/urandom": "is a character device, not a regular file",
-    "too big": "is 64.0 MiB; the limit is 64.0 MiB",
+    "too big": f"is {MAX_FILE_BYTES + 1:,} bytes, over the 64 MiB limit",
     "not a directory": "file not found (a part of the path is not a directory)",
 }
 

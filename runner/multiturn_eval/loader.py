@@ -337,15 +337,17 @@ _FILE_KINDS = (
 )
 
 
-def _mib(size: int) -> str:
-    return f"{size / (1024 * 1024):,.1f} MiB"
+def _too_big(size: int, limit: int) -> str:
+    return f"is {size:,} bytes, over the {limit / (1024 * 1024):g} MiB limit"
 
 
-def _kind_problem(mode: int) -> str | None:
+def _stat_problem(info: os.stat_result, limit: int) -> str | None:
     for test, problem in _FILE_KINDS:
-        if test(mode):
+        if test(info.st_mode):
             return problem
-    return None if stat.S_ISREG(mode) else "is not a regular file"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    return _too_big(info.st_size, limit) if info.st_size > limit else None
 
 
 def _os_problem(exc: OSError) -> str:
@@ -368,18 +370,16 @@ def file_problem(path: Path, limit: int = MAX_FILE_BYTES) -> str | None:
         return _os_problem(exc)
     except ValueError:  # an embedded NUL byte
         return "is not a valid path"
-    problem = _kind_problem(info.st_mode)
-    if problem is None and info.st_size > limit:
-        problem = f"is {_mib(info.st_size)}; the limit is {_mib(limit)}"
-    return problem
+    return _stat_problem(info, limit)
 
 
 def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
     """A regular file's UTF-8 text, at most ``limit`` bytes; ValueError says why not.
 
-    The file is opened non-blocking and checked *after* opening (``fstat``), so a
-    FIFO cannot block the loader and a device cannot stream into memory, and it is
-    read no further than the limit even if it grows meanwhile.
+    The path is checked with ``stat`` before it is opened (a FIFO or a socket is
+    never opened), opened non-blocking and checked again with ``fstat`` (it may have
+    been swapped meanwhile), and read no further than the limit even if it grows,
+    so nothing can block the loader or stream into its memory.
     """
     before = file_problem(path, limit)  # what stat says: no open() of a FIFO or socket
     if before is not None:
@@ -392,10 +392,7 @@ def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
     except ValueError:
         raise ValueError("is not a valid path") from None
     try:
-        info = os.fstat(fd)
-        problem = _kind_problem(info.st_mode)
-        if problem is None and info.st_size > limit:
-            problem = f"is {_mib(info.st_size)}; the limit is {_mib(limit)}"
+        problem = _stat_problem(os.fstat(fd), limit)  # the file may have changed since stat
         if problem is not None:
             raise ValueError(problem)
         chunks: list[bytes] = []
@@ -412,7 +409,7 @@ def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise ValueError(f"is larger than the limit of {_mib(limit)}")
+        raise ValueError(_too_big(len(data), limit) + " (it grew while being read)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
