@@ -19,10 +19,13 @@ Order of work, all before any agent is called:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
+import errno
 import functools
 import gc
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +39,9 @@ from .imports import add_import_paths, resolve_callable
 from .secrets import is_secret_name, is_secret_value
 from .suite import (
     AT_PATH_ERROR,
+    CALLABLE_PATTERN,
     UNION_TAGS,
+    URL_PATTERN,
     CodeEvaluation,
     Evaluation,
     StandardEvaluation,
@@ -104,7 +109,7 @@ class LoadedSuite:
 def display_path(path: Path) -> str:
     try:
         return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # outside the cwd; a symlink loop
         return str(path)
 
 
@@ -179,6 +184,13 @@ def _known_keys() -> list[str]:
     return sorted(keys)
 
 
+_PATTERN_WORDS = {
+    CALLABLE_PATTERN: "must be of the form module.path:callable (e.g. my_agents.support:make_session)",
+    URL_PATTERN: "must start with http:// or https://",
+}
+"""The patterns of suite.py's string fields, said in words (a regex helps nobody)."""
+
+
 def _message(error: Mapping[str, Any], key: str | int | None) -> str:
     kind = error["type"]
     ctx = error.get("ctx") or {}
@@ -208,6 +220,10 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
         return f"must be {bounds[kind]} {shown}; got {error.get('input')!r}"
     if kind == "literal_error":
         return f"must be {ctx.get('expected')}; got {error.get('input')!r}"
+    if kind == "string_pattern_mismatch":
+        pattern = str(ctx.get("pattern", ""))
+        form = _PATTERN_WORDS.get(pattern, f"must match the pattern {pattern}")
+        return f"{form}; got {error.get('input')!r}"
     message = str(error["msg"])
     for prefix in ("Value error, ", "Assertion failed, "):
         if message.startswith(prefix):
@@ -215,12 +231,27 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
     return message[:1].lower() + message[1:] if message[:2] != message[:2].upper() else message
 
 
+_KEY_KINDS = {int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
+
+
 def validation_issues(exc: ValidationError, data: Any, locator: _Locator) -> list[ConfigIssue]:
     issues: list[tuple[Path_, str]] = []
     seen: set[tuple[Path_, str]] = set()
+    key_lines: dict[Path_, Path_] = {}
     for error in exc.errors(include_url=False):
         loc = _clean_loc(error["loc"], data)
-        if error["type"] == AT_PATH_ERROR:
+        if error["type"] == "invalid_key" or (loc and loc[-1] == "[key]"):
+            # a non-text mapping key: point at the mapping, name the key, take the key's line
+            key = error.get("input")
+            loc = loc[:-1] if loc[-1] == "[key]" else loc
+            parent = tuple(loc[:-1])
+            message = (
+                f"key {key!r} is {_KEY_KINDS.get(type(key), 'not text')}, "
+                f"but keys here must be text; quote it ('{key}':)"
+            )
+            key_lines[parent] = (*parent, key)
+            loc = list(parent)
+        elif error["type"] == AT_PATH_ERROR:
             ctx = error.get("ctx") or {}
             loc = [*loc, *ctx.get("path", ())]
             message = str(ctx.get("message", error["msg"]))
@@ -236,11 +267,15 @@ def validation_issues(exc: ValidationError, data: Any, locator: _Locator) -> lis
         for loc, m in issues
         if m.startswith("unknown key; did you mean")
     }
-    return [
-        locator.issue(loc, m)
-        for loc, m in issues
-        if not (m == "required key missing" and loc in suggested)
-    ]
+    out = []
+    for where, m in issues:
+        if m == "required key missing" and where in suggested:
+            continue
+        issue = locator.issue(where, m)
+        if m.startswith("key ") and where in key_lines:
+            issue = dataclasses.replace(issue, line=locator.doc.line_of(key_lines[where]))
+        out.append(issue)
+    return out
 
 
 # --------------------------------------------------------------------- substitution
@@ -284,15 +319,123 @@ def _substitute(
 # --------------------------------------------------------------------------- loading
 
 
-def _read(path: Path) -> str:
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""The largest file the loader reads or accepts: a suite, an ``instructions_file``
+or a turn's ``files`` entry (64 MiB). A suite of a whole ConvFinQA dev split is
+about 20 MB; anything past this cap is a mistake (a log, a data dump, ``/dev/zero``)
+that would otherwise eat memory before any check ran."""
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, "is a directory, not a file"),
+    (stat.S_ISFIFO, "is a FIFO (named pipe), not a regular file"),
+    (stat.S_ISCHR, "is a character device, not a regular file"),
+    (stat.S_ISBLK, "is a block device, not a regular file"),
+    (stat.S_ISSOCK, "is a socket, not a regular file"),
+)
+
+
+def _too_big(size: int, limit: int) -> str:
+    return f"is {size:,} bytes, over the {limit / (1024 * 1024):g} MiB limit"
+
+
+def _stat_problem(info: os.stat_result, limit: int) -> str | None:
+    for test, problem in _FILE_KINDS:
+        if test(info.st_mode):
+            return problem
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    return _too_big(info.st_size, limit) if info.st_size > limit else None
+
+
+def _os_problem(exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:
+        return "file not found"
+    if exc.errno == errno.ELOOP:
+        return "is a loop of symbolic links"
+    if exc.errno == errno.EACCES:
+        return "cannot read: permission denied"
+    if exc.errno == errno.ENOTDIR:
+        return "file not found (a part of the path is not a directory)"
+    return f"cannot read: {exc.strerror or exc}"
+
+
+def file_problem(path: Path, limit: int = MAX_FILE_BYTES) -> str | None:
+    """Why ``path`` is not a readable regular file within ``limit`` bytes (None: it is)."""
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(ConfigIssue("suite file not found", file=str(path))) from None
-    except IsADirectoryError:
-        raise ConfigError(ConfigIssue("is a directory, not a suite file", file=str(path))) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(ConfigIssue(f"cannot read: {exc}", file=str(path))) from None
+        info = path.stat()
+    except OSError as exc:
+        return _os_problem(exc)
+    except ValueError:  # an embedded NUL byte
+        return "is not a valid path"
+    return _stat_problem(info, limit)
+
+
+def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
+    """A regular file's UTF-8 text, at most ``limit`` bytes; ValueError says why not.
+
+    The path is checked with ``stat`` before it is opened (a FIFO or a socket is
+    never opened), opened non-blocking and checked again with ``fstat`` (it may have
+    been swapped meanwhile), and read no further than the limit even if it grows,
+    so nothing can block the loader or stream into its memory.
+    """
+    before = file_problem(path, limit)  # what stat says: no open() of a FIFO or socket
+    if before is not None:
+        raise ValueError(before)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        opened = _FILE_KINDS[0][1] if exc.errno == errno.EISDIR else _os_problem(exc)
+        raise ValueError(opened) from None
+    except ValueError:
+        raise ValueError("is not a valid path") from None
+    try:
+        problem = _stat_problem(os.fstat(fd), limit)  # the file may have changed since stat
+        if problem is not None:
+            raise ValueError(problem)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise ValueError(_os_problem(exc)) from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(_too_big(len(data), limit) + " (it grew while being read)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(_utf8_problem(data, exc)) from None
+
+
+def _utf8_problem(data: bytes, exc: UnicodeDecodeError) -> str:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "is not UTF-8 text: it is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8"
+    line = data.count(b"\n", 0, exc.start) + 1
+    column = (
+        len(data[data.rfind(b"\n", 0, exc.start) + 1 : exc.start].decode("utf-8", "replace")) + 1
+    )
+    return (
+        f"is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, column {column} "
+        f"({exc.reason})"
+    )
+
+
+def _read(path: Path, shown: str) -> str:
+    try:
+        return read_text(path)
+    except ValueError as exc:
+        message = str(exc)
+        if message.startswith("file not found"):
+            message = "suite " + message
+        elif message == _FILE_KINDS[0][1]:
+            message = "is a directory, not a suite file"
+        raise ConfigError(ConfigIssue(message, file=shown)) from None
 
 
 def load_suite(path: Path, env: Mapping[str, str]) -> LoadedSuite:
@@ -301,7 +444,7 @@ def load_suite(path: Path, env: Mapping[str, str]) -> LoadedSuite:
     ``env`` is the environment as the entry point read it (for ``${VAR}``).
     """
     shown = display_path(path)
-    text = _read(path)
+    text = _read(path, shown)
     try:
         doc = parse_yaml(text)
     except YamlSyntaxError as exc:
@@ -349,10 +492,9 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
     if agent.instructions_file is not None:
         target = base / agent.instructions_file
         try:
-            loaded.instructions = target.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = "file not found" if isinstance(exc, FileNotFoundError) else str(exc)
-            issues.append(locator.issue(("agent", "instructions_file"), f"{reason}: {target}"))
+            loaded.instructions = read_text(target)
+        except ValueError as exc:
+            issues.append(locator.issue(("agent", "instructions_file"), f"{exc}: {target}"))
     for i, tool in enumerate(agent.tools):
         try:
             loaded.tools.append(resolve_callable(tool.function))
@@ -393,10 +535,11 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
             turn_path: Path_ = case_path if case.is_legacy else (*case_path, "turns", t)
             check_evaluations(turn.evaluations, (*turn_path, "evaluations"))
             for f, ref in enumerate(turn.files):
-                if not (base / ref.path).is_file():
+                problem = file_problem(base / ref.path)
+                if problem is not None:
                     issues.append(
                         locator.issue(
-                            (*turn_path, "files", f, "path"), f"file not found: {base / ref.path}"
+                            (*turn_path, "files", f, "path"), f"{problem}: {base / ref.path}"
                         )
                     )
             if (

@@ -17,10 +17,13 @@ exact key (``test_cases[3].ground_truth``) rather than at its parent.
 from __future__ import annotations
 
 import difflib
+import importlib
 import re
+import warnings
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
+import regex as regex_engine
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -38,6 +41,9 @@ from pydantic_core import PydanticCustomError
 # ---------------------------------------------------------------------------- helpers
 
 AT_PATH_ERROR = "multiturn_eval_at_path"
+CALLABLE_PATTERN = r"^[\w.]+:[\w.]+$"
+"""``module.path:callable`` (tools, graders, factories); the loader words its error."""
+URL_PATTERN = r"^https?://"
 
 #: discriminator tags that pydantic puts into error locations; the loader drops them
 UNION_TAGS = frozenset(
@@ -102,24 +108,115 @@ class FuzzyMatcher(_Strict):
 class RegexMatcher(_Strict):
     """``{regex: "181001(\\\\.0+)?"}``: ``re.fullmatch`` on ``str(actual)``."""
 
+    # (the docstring above is the JSON Schema's description: keep it one line)
+    # The pattern must compile both with Python's re (its syntax and error messages are the
+    # documented contract) and with the `regex` package in its V0 (re-compatible) mode, which
+    # runs the match: unlike re it takes a timeout, so a pattern such as (a+)+$ cannot hang a
+    # run on a long agent value (grading.matchers.REGEX_TIMEOUT). Compiling at load with the
+    # engine that matches at run time means a pattern that loads always runs.
     regex: str
-    _compiled: re.Pattern[str] = PrivateAttr()
+    _compiled: regex_engine.Pattern[str] = PrivateAttr()
 
     @field_validator("regex")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"cannot compile: {exc}") from None
+        compile_regex(value)
         return value
 
     def model_post_init(self, __context: Any) -> None:
-        self._compiled = re.compile(self.regex)
+        self._compiled = compile_regex(self.regex)
 
     @property
-    def pattern(self) -> re.Pattern[str]:
+    def pattern(self) -> regex_engine.Pattern[str]:
         return self._compiled
+
+
+MAX_REGEX_SIZE = 100_000
+"""Items a pattern may stand for once its counted repeats are unrolled."""
+
+
+def compile_regex(pattern: str) -> regex_engine.Pattern[str]:
+    """A user's pattern compiled for bounded matching; ValueError says why it cannot be.
+
+    Counted repeats that nest to more than :data:`MAX_REGEX_SIZE` items (such as
+    ``(?:a{1000}){1000}``) are refused: the ``regex`` engine unrolls them when
+    compiling, and ``(?:a{65535}){65535}`` alone would take gigabytes.
+    """
+    try:
+        with (
+            warnings.catch_warnings()
+        ):  # re's FutureWarnings: _inspect_regex reports the one that matters
+            warnings.simplefilter("ignore", FutureWarning)
+            re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"cannot compile: {exc}") from None
+    except RecursionError:
+        raise ValueError("cannot compile: its groups nest too deeply") from None
+    except (OverflowError, ValueError) as exc:
+        raise ValueError(f"cannot compile: {exc}") from None
+    size, ambiguous = _inspect_regex(pattern)
+    if ambiguous:
+        raise ValueError(
+            f"cannot compile: {ambiguous}; Python's re and the regex engine that runs the match "
+            "read '[[:name:]]' differently (write the class out, e.g. [a-zA-Z], or escape the '[')"
+        )
+    if size > MAX_REGEX_SIZE:
+        raise ValueError(
+            f"cannot compile: its counted repeats unroll to more than {MAX_REGEX_SIZE:,} items "
+            "(nested {n} counts multiply); use + or * instead of large counts"
+        )
+    try:
+        return regex_engine.compile(pattern, flags=regex_engine.V0)
+    except Exception as exc:  # regex.error, ValueError, OverflowError, ...
+        raise ValueError(f"cannot compile: {exc} (with the regex engine that runs it)") from None
+
+
+def _inspect_regex(pattern: str) -> tuple[int, str | None]:
+    """(items ``pattern`` stands for with each counted repeat written out, re's warning).
+
+    :mod:`re` warns (FutureWarning) about constructs that other engines, ``regex``
+    among them, read another way, such as the POSIX class in ``[[:alpha:]]``.
+    """
+    try:
+        parser: Any = importlib.import_module("re._parser")
+        unbounded = importlib.import_module("re._constants").MAXREPEAT
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tree = parser.parse(pattern)
+    except Exception:  # another Python's internals: skip these checks
+        return 0, None
+    # only a POSIX class reads differently in regex.V0 (set operations are V1-only there)
+    ambiguous = next(
+        (
+            str(w.message)
+            for w in caught
+            if issubclass(w.category, FutureWarning)
+            and re.search(r"\[:\w+:\]", pattern)
+            and "nested set" in str(w.message)
+        ),
+        None,
+    )
+
+    def size(items: Any) -> int:
+        total = 0
+        for op, arg in items:
+            name = str(op)
+            if name.endswith("REPEAT"):  # MAX_REPEAT, MIN_REPEAT, POSSESSIVE_REPEAT
+                low, high, sub = arg
+                total += size(sub) * max(1, low if high == unbounded else high)
+            elif name == "SUBPATTERN":
+                total += size(arg[-1])
+            elif name == "BRANCH":
+                total += sum(size(branch) for branch in arg[1])
+            elif name in ("ASSERT", "ASSERT_NOT", "ATOMIC_GROUP"):
+                total += size(arg[-1] if name != "ATOMIC_GROUP" else arg)
+            else:
+                total += 1
+            if total > MAX_REGEX_SIZE:
+                break
+        return total
+
+    return size(tree), ambiguous
 
 
 def _matcher_tag(value: Any) -> str:
@@ -247,7 +344,7 @@ class CodeEvaluation(_Strict):
     """A Python grader: ``grader: "module.path:callable"``, imported at load."""
 
     type: Literal["code"]
-    grader: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="module.path:callable")
+    grader: str = Field(pattern=CALLABLE_PATTERN, description="module.path:callable")
     name: str | None = Field(default=None, description="Metric name; default: the callable's name.")
     threshold: float | None = Field(default=None, ge=0, le=1)
     enabled: bool = True
@@ -404,7 +501,7 @@ class TestCase(_Strict):
 class ToolSpec(_Strict):
     """A Python callable offered to the model as a tool."""
 
-    function: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="module.path:callable")
+    function: str = Field(pattern=CALLABLE_PATTERN, description="module.path:callable")
     name: str | None = Field(default=None, description="Default: the callable's name.")
     description: str | None = Field(default=None, description="Default: the docstring.")
 
@@ -445,7 +542,7 @@ class PythonAgent(_AgentCommon):
     """Your own agent in Python: ``factory(CaseContext) -> session``."""
 
     backend: Literal["python"]
-    factory: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="module.path:callable")
+    factory: str = Field(pattern=CALLABLE_PATTERN, description="module.path:callable")
     options: dict[str, Any] = Field(
         default_factory=dict, description="Free-form settings for your factory (CaseContext.agent)."
     )
@@ -455,7 +552,7 @@ class HttpAgent(_AgentCommon):
     """Your agent behind an HTTP endpoint: one POST per turn."""
 
     backend: Literal["http"]
-    url: str = Field(pattern=r"^https?://", description="Receives one JSON POST per turn.")
+    url: str = Field(pattern=URL_PATTERN, description="Receives one JSON POST per turn.")
     headers: dict[str, str] = Field(default_factory=dict)
     timeout: float | None = Field(default=None, gt=0, description="Seconds; default: turn_timeout.")
     retry: RetryConfig = Field(default_factory=RetryConfig)

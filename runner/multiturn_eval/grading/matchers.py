@@ -3,9 +3,19 @@
 - literal: equal after int/float equivalence; ``bool`` is not a number; no
   string normalisation; lists and mappings compared element-wise by the same rule;
 - fuzzy: both sides as text, lower-cased, whitespace collapsed and trimmed,
-  thousands separators (``,`` ``_`` narrow no-break space) removed, a trailing
-  ``%`` read as /100, then compared as numbers if both parse, else as text;
-- regex: ``re.fullmatch`` on ``str(actual)``.
+  thousands separators removed, a trailing ``%`` read as /100, then compared as
+  numbers if both parse, else as text. A thousands separator is ``,``, ``_``, a
+  space, a no-break space (U+00A0) or a narrow no-break space (U+202F) between
+  two digits where the digits after it come in groups of exactly three
+  (``206 588``, ``1 234 567``, ``206\u00a0588`` all read 206588); ``12 34``
+  stays the text "12 34", so two separate numbers are not glued together;
+- regex: a full match (``re.fullmatch`` semantics) on ``str(actual)``, run by
+  the ``regex`` package with a timeout of :data:`REGEX_TIMEOUT` seconds per
+  match and :data:`REGEX_TURN_BUDGET` seconds for all the regex matches of one
+  turn's tool assertions. A match that does not finish in time is a failed
+  check that says so ("did not finish within 1 s on a 50,000-character
+  value"), never a hang and never a pass; once the turn's budget is spent the
+  remaining regex matches of that turn fail without running, saying why.
 
 A tool assertion matches calls *of this turn only* whose name contains the
 expected name (case-sensitive). With ``args``, a single call must satisfy every
@@ -16,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -51,7 +62,7 @@ def literal_equal(expected: Any, actual: Any) -> bool:
     return type(expected) is type(actual) and bool(expected == actual)
 
 
-_SEPARATORS = re.compile(r"(?<=\d)[,_\u202f](?=\d)")
+_SEPARATORS = re.compile(r"(?<=\d)(?:[,_\u202f]|[ \u00a0](?=\d{3}(?!\d)))(?=\d)")
 _WS = re.compile(r"\s+")
 
 
@@ -90,14 +101,72 @@ def fuzzy_equal(expected: Any, actual: Any) -> bool:
     return left == right
 
 
+REGEX_TIMEOUT = 1.0
+"""Seconds one regex match may run on one value."""
+REGEX_TURN_BUDGET = 5.0
+"""Seconds all regex matches of one turn's tool assertions may run together."""
+
+
+class RegexBudget:
+    """What is left of one turn's regex time (:data:`REGEX_TURN_BUDGET`)."""
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.seconds = REGEX_TURN_BUDGET if seconds is None else seconds
+        self.left = self.seconds
+
+    def run(self, matcher: RegexMatcher, text: str) -> bool | str:
+        """True/False for match/no match, or why the match did not run to the end."""
+        size = f"{len(text):,}-character value"
+        if self.left <= 0:
+            return (
+                f"regex /{_clip(matcher.regex)}/ was not tried on a {size}: this turn's regex "
+                f"matches already used their {_seconds(self.seconds)} budget"
+            )
+        limit = min(REGEX_TIMEOUT, self.left)
+        started = time.monotonic()
+        try:
+            return matcher.pattern.fullmatch(text, timeout=limit) is not None
+        except TimeoutError:
+            return (
+                f"regex /{_clip(matcher.regex)}/ did not finish within {_seconds(limit)} on a {size}"
+                " (a pattern with nested repeats, such as (a+)+, can take exponential time)"
+            )
+        finally:
+            self.left -= time.monotonic() - started
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _regex_text(actual: Any) -> str:
+    return _text_of(actual) if isinstance(actual, bool) else str(actual)
+
+
+def value_mismatch(matcher: Any, actual: Any, budget: RegexBudget | None = None) -> str | None:
+    """None when ``actual`` satisfies ``matcher``; else the reason it does not."""
+    if isinstance(matcher, RegexMatcher):
+        outcome = (budget or RegexBudget()).run(matcher, _regex_text(actual))
+        if outcome is True:
+            return None
+        if outcome is False:
+            return f"expected {describe_matcher(matcher)}, got {_short(actual)}"
+        return str(outcome)
+    if match_value(matcher, actual):
+        return None
+    return f"expected {describe_matcher(matcher)}, got {_short(actual)}"
+
+
 def match_value(matcher: Any, actual: Any) -> bool:
+    """Whether ``actual`` satisfies ``matcher`` (a regex that times out does not)."""
     if isinstance(matcher, FuzzyMatcher):
         return fuzzy_equal(matcher.fuzzy, actual)
     if isinstance(matcher, RegexMatcher):
-        return (
-            matcher.pattern.fullmatch(_text_of(actual) if isinstance(actual, bool) else str(actual))
-            is not None
-        )
+        return RegexBudget().run(matcher, _regex_text(actual)) is True
     return literal_equal(matcher, actual)
 
 
@@ -114,21 +183,26 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def arg_mismatches(expected: ExpectedTool, call: ToolInvocation) -> list[str]:
+def arg_mismatches(
+    expected: ExpectedTool, call: ToolInvocation, budget: RegexBudget | None = None
+) -> list[str]:
     """Why ``call`` does not satisfy the expected arguments (empty when it does)."""
     problems: list[str] = []
+    budget = budget or RegexBudget()
     for arg, matcher in (expected.args or {}).items():
         actual = call.args.get(arg, _MISSING)
         if actual is _MISSING:
             problems.append(f"arg '{arg}' missing (expected {describe_matcher(matcher)})")
-        elif not match_value(matcher, actual):
-            problems.append(
-                f"arg '{arg}' expected {describe_matcher(matcher)}, got {_short(actual)}"
-            )
+        else:
+            problem = value_mismatch(matcher, actual, budget)
+            if problem is not None:
+                problems.append(f"arg '{arg}' {problem}")
     return problems
 
 
-def check_tool(expected: ExpectedTool, calls: Sequence[ToolInvocation]) -> ArgMatchDetail:
+def check_tool(
+    expected: ExpectedTool, calls: Sequence[ToolInvocation], budget: RegexBudget | None = None
+) -> ArgMatchDetail:
     """Match one expected tool against the turn's calls; the reason says why not.
 
     Calls are numbered from 1 in reasons (``closest call #1`` is the first call);
@@ -144,8 +218,9 @@ def check_tool(expected: ExpectedTool, calls: Sequence[ToolInvocation]) -> ArgMa
         )
     matching: list[int] = []
     closest: tuple[int, list[str]] | None = None
+    budget = budget or RegexBudget()
     for i, call in named:
-        problems = arg_mismatches(expected, call)
+        problems = arg_mismatches(expected, call, budget)
         if not problems:
             matching.append(i)
         elif closest is None or len(problems) < len(closest[1]):
@@ -174,5 +249,6 @@ def check_tools(
     """(tools_matched, details); tools_matched is None when nothing is expected."""
     if not expected:
         return None, []
-    details = [check_tool(e, calls) for e in expected]
+    budget = RegexBudget()  # one for the whole turn
+    details = [check_tool(e, calls, budget) for e in expected]
     return all(d.reason is None for d in details), details
