@@ -29,7 +29,7 @@ lost results (a case missing from report.json, a turn 1 without an error,
 or a turn 2 without the reply "fine"); and for the time families, how long
 past ``turn_timeout`` the slowest turn 1 ended (negative: the retry policy
 gave up before the deadline). Every count must be 0. Numbers go in
-``README-backend-faults.md``; nothing here is timed in tests.
+``bench/reliability/README.md``; nothing here is timed in tests.
 """
 
 from __future__ import annotations

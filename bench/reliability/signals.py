@@ -35,7 +35,7 @@ Prints a table (phase / tried / landed in phase (report.json's stop reason
 says so; for ``second``, stderr's "exiting at once") / tracebacks / hangs / wrong exit codes / cases
 lost / bad reports / max seconds from signal to exit / max seconds from spawn
 to the phase: for ``startup``, how long the process is unguarded) and exits 1 if any try
-had a problem. Figures are in ``README-signals.md``.
+had a problem. Figures are in ``bench/reliability/README.md``.
 """
 
 from __future__ import annotations

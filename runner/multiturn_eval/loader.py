@@ -24,6 +24,7 @@ import difflib
 import errno
 import functools
 import gc
+import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
