@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 def main() -> None:
-    from .interrupts import EXIT_INCOMPLETE, Interrupted, InterruptGuard
+    from .exit_codes import EXIT_INCOMPLETE
+    from .interrupts import Interrupted, InterruptGuard
 
     guard = InterruptGuard()
     guard.install()  # a SIGTERM from here on: exit 3, never a traceback or -15

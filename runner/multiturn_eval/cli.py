@@ -2,7 +2,9 @@
 
 With ``github/action.py``, the only module that reads ``os.environ`` (once,
 into a :class:`~.environment.RunEnvironment` passed down); the only one that
-calls ``sys.exit``. The run itself is :func:`multiturn_eval.run.run_suites`. Exit codes (pytest-like, one meaning each):
+calls ``sys.exit``. The run itself is :func:`multiturn_eval.run.run_suites`.
+
+Exit codes (pytest-like, one meaning each; :mod:`.exit_codes`):
 
 ==  =====================================================================
 0   every selected test case passed
@@ -23,23 +25,18 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._version import __version__
 from .environment import RunEnvironment
 from .errors import ConfigError
+from .exit_codes import EXIT_CONFIG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK
 from .interrupts import Interrupted, InterruptGuard
-from .run import (
-    EXIT_CONFIG,
-    EXIT_FAILED,
-    EXIT_INCOMPLETE,
-    EXIT_OK,
-    RunOptions,
-    expand_suites,
-    run_suites,
-)
 
-__all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_INCOMPLETE", "EXIT_OK", "expand_suites", "main"]
+if TYPE_CHECKING:
+    from .run import RunOptions
+
+__all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_INCOMPLETE", "EXIT_OK", "entry", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -149,6 +146,7 @@ def _print_config_error(exc: ConfigError, stream: TextIO) -> None:
 def cmd_validate(paths: Sequence[str], environment: RunEnvironment, out: TextIO) -> int:
     from .backends.base import backend_issue
     from .loader import load_suites
+    from .run import expand_suites
 
     suites = load_suites(expand_suites(paths), environment.variables)
     issues = [issue for s in suites if (issue := backend_issue(s)) is not None]
@@ -165,6 +163,8 @@ def cmd_validate(paths: Sequence[str], environment: RunEnvironment, out: TextIO)
 
 def run_options(args: argparse.Namespace) -> RunOptions:
     """The ``run`` command's options as the pipeline takes them."""
+    from .run import RunOptions
+
     return RunOptions(
         parallel_test_cases=args.parallel_test_cases,
         turn_timeout=args.turn_timeout,
@@ -184,6 +184,8 @@ def cmd_run(
     out: TextIO,
     guard: InterruptGuard | None = None,
 ) -> int:
+    from .run import run_suites
+
     outcome = run_suites(args.suites, run_options(args), environment, stream=out, guard=guard)
     if outcome.write_error is not None:
         sys.stderr.write(f"multiturn-eval: {outcome.write_error}\n")

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Literal
 
-EXIT_INCOMPLETE = 3
+from .exit_codes import EXIT_INCOMPLETE
 
 Phase = Literal["starting", "loading", "running", "writing", "done"]
 SIGNALS = (signal.SIGINT, signal.SIGTERM)

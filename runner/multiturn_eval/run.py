@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .environment import RunEnvironment
 from .errors import ConfigError, ConfigIssue
+from .exit_codes import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK
 from .interrupts import Interrupted, InterruptGuard
 from .secrets import Redactor, secrets_in
 
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
     from .scheduler import PlannedSuite, RunState
     from .settings import RunSettings
 
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INCOMPLETE = 0, 1, 2, 3
 
 OnResult = Callable[["CaseResult"], None]
 

@@ -50,11 +50,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..environment import GitHubContext, RunEnvironment
 from ..errors import ConfigError, ConfigIssue, GitHubError, InputError, RateLimited
+from ..exit_codes import EXIT_CONFIG, EXIT_INCOMPLETE
 from ..secrets import Redactor, is_secret_value, secrets_in
 from . import decisions
 from .commands import ANNOTATIONS_PER_STEP, Annotation, Log, clean
 from .comment import PullRequestRef, pull_request_from_event, pull_request_of_commit, upsert_comment
-from .decisions import EXIT_CONFIG, EXIT_INCOMPLETE, OUTPUTS
+from .decisions import OUTPUTS
 from .files import append_summary, write_outputs
 from .inputs import SECRET_INPUTS, ActionInputs, env_name, raw_input, read_inputs
 

@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConfigIssue
+from ..exit_codes import EXIT_CONFIG, EXIT_FAILED, EXIT_OK
 from ..results import Report
 from .annotations import rank_annotations
 from .commands import Annotation, clean
 from .comment import PullRequestRef
-
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INCOMPLETE = 0, 1, 2, 3
 
 OUTPUTS = (
     "total",
