@@ -1,11 +1,11 @@
 """The process environment, read once by an entry point into a typed context.
 
 Only the two entry points (``cli.main`` and ``github.action.main``) look at
-``os.environ``; they build a :class:`RunEnvironment` from it and pass that
-down. Everything below them reads this object (or its ``variables`` mapping,
-for ``${VAR}`` in suites and ``MULTITURN_EVAL_*`` settings), never
-``os.environ``, so a test or an embedding program controls the whole
-environment of a run by passing its own mapping.
+the process environment; they build a :class:`RunEnvironment` from it and
+pass that down. Everything below them reads this object (or its
+``variables`` mapping, for ``${VAR}`` in suites and ``MULTITURN_EVAL_*``
+settings), never the process's, so a test or an embedding program controls
+the whole environment of a run by passing its own mapping.
 
 ``GITHUB_*`` variables are parsed here and nowhere else (:class:`GitHubContext`).
 """

@@ -19,8 +19,21 @@
     │   ├── ToolDefinitionError         a callable cannot be a tool (a configuration error)
     │   ├── ToolArgumentError           the model's arguments do not fit (the model is told)
     │   └── UnknownToolError            the model called a tool the suite does not offer
+    ├── UserCodeAbort                   user code raised a BaseException that is not an
+    │                                   error (sys.exit, KeyboardInterrupt): a turn error
     └── GitHubError                     the GitHub REST API refused or failed a request
         └── RateLimited                 ... because of a rate limit
+
+    BaseException
+    └── Interrupted                     SIGINT/SIGTERM while suites load (like KeyboardInterrupt:
+                                        not an error; the run reports what it has, exit 3)
+
+Internal, defined next to the one function that raises and the one that
+catches them, never leaving their module: ``backends.wire.ReplyProblem`` (and
+``ReplyTooLarge``; a reply that is not the API's shape, translated into a
+``BackendError`` by each backend), ``backends.http._StatusError`` and
+``_Shape`` (the same for the http backend), ``usercode._Carried`` (a
+BaseException from a thread, carried to the awaiting task).
 
 Only ``ConfigError`` and real bugs propagate out of a run: everything a backend
 or a grader raises is turned into a value (an error string on the turn) by
@@ -193,6 +206,18 @@ class ToolArgumentError(ToolError, ValueError):
 
 class UnknownToolError(ToolError, LookupError):
     """The model called a tool the suite does not offer."""
+
+
+class UserCodeAbort(MultiturnEvalError):
+    """User code raised a BaseException that is not an error (sys.exit, KeyboardInterrupt, ...)."""
+
+
+class Interrupted(BaseException):
+    """A signal stopped the run outside the event loop (while loading suites)."""
+
+    def __init__(self, signame: str) -> None:
+        super().__init__(f"interrupted by {signame}")
+        self.signame = signame
 
 
 class GitHubError(MultiturnEvalError):

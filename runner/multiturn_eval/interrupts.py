@@ -42,25 +42,19 @@ import contextlib
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Literal
 
+from .errors import Interrupted
 from .exit_codes import EXIT_INCOMPLETE
+
+__all__ = ["InterruptGuard", "Interrupted"]
 
 Phase = Literal["starting", "loading", "running", "writing", "done"]
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class Interrupted(BaseException):
-    """A signal stopped the run outside the event loop (while loading suites)."""
-
-    def __init__(self, signame: str) -> None:
-        super().__init__(f"interrupted by {signame}")
-        self.signame = signame
 
 
 def _write_stderr(text: str) -> None:
@@ -121,7 +115,14 @@ class InterruptGuard:
         if not self._installed:
             return
         self._installed = False
+        self.phase = "done"  # a signal while this runs is only noted (the handler stays ours)
         self._done.set()
+        if self._pair is not None:  # the watchdog first, while our handler still answers
+            reader, writer = self._pair
+            with contextlib.suppress(OSError):
+                writer.send(b"\0")  # wake the watchdog so it sees _done and ends
+            if self._thread is not None:
+                self._thread.join(1.0)
         with contextlib.suppress(ValueError):
             signal.set_wakeup_fd(self._previous_fd if self._previous_fd is not None else -1)
         for sig, previous in self._previous.items():
@@ -129,10 +130,6 @@ class InterruptGuard:
                 signal.signal(sig, previous)  # type: ignore[arg-type]
         if self._pair is not None:
             reader, writer = self._pair
-            with contextlib.suppress(OSError):
-                writer.send(b"\0")  # wake the watchdog so it sees _done and ends
-            if self._thread is not None:
-                self._thread.join(1.0)
             reader.close()
             writer.close()
             self._pair = None
@@ -176,9 +173,7 @@ class InterruptGuard:
 
     def _exit_now(self, name: str) -> None:
         _write_stderr(f"multiturn-eval: {name} again: exiting at once (exit 3)\n")
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-        os._exit(EXIT_INCOMPLETE)
+        os._exit(EXIT_INCOMPLETE)  # no flush: stdout's lock may be held by a blocked main thread
 
     def _watch(self) -> None:
         assert self._pair is not None
@@ -206,12 +201,12 @@ class InterruptGuard:
         """Let the main thread stop the run; if it cannot (blocked), write the reports and exit."""
         if self._done.wait(self.grace):
             return
-        # No event loop yet, but the main thread ran the handler: it is stopping the run
-        # (Interrupted was raised) and on its way to writing the reports; give it time.
+        # No event loop yet. Either the main thread ran the handler (Interrupted was raised:
+        # it is on its way to the reports) or it is inside C code (a large suite in the YAML
+        # parser) and will run the handler when that returns: give it time either way.
         deadline = time.monotonic() + self.writing_limit
         while (
             self.phase in ("starting", "loading")
-            and self._signals > 0
             and time.monotonic() < deadline
             and not self._done.wait(0.05)
         ):
@@ -235,16 +230,19 @@ class InterruptGuard:
         if self._done.is_set():
             self.write_lock.release()
             return
-        _write_stderr(
-            f"multiturn-eval: {name}: the run did not stop within {2 * self.grace:g} s "
-            "(blocked by user code?); writing the reports of what finished\n"
-        )
         reason = self.stop_reason or f"interrupted by {name}"
-        if self.emergency is not None:
+        if self.emergency is None:
+            _write_stderr(
+                f"multiturn-eval: {name}: the run did not stop (blocked before any test case "
+                "started); exiting without reports (exit 3)\n"
+            )
+        else:
+            _write_stderr(
+                f"multiturn-eval: {name}: the run did not stop within {2 * self.grace:g} s "
+                "(blocked by user code?); writing the reports of what finished\n"
+            )
             try:
                 self.emergency(reason)
             except BaseException as exc:  # nothing may stop the exit
                 _write_stderr(f"multiturn-eval: could not write the reports: {exc!r}\n")
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-        os._exit(EXIT_INCOMPLETE)
+        os._exit(EXIT_INCOMPLETE)  # no flush: stdout's lock may be held by a blocked main thread

@@ -70,6 +70,8 @@ class RunOptions:
     tags: tuple[str, ...] = ()
     verbosity: int = 0
     """-1 quiet, 0 normal, 1 verbose (console only)."""
+    report_dir_label: str | None = None
+    """How errors name ``report_dir`` when it did not come from ``-o`` (the Action's input)."""
 
     def settings_values(self) -> dict[str, object]:
         return {
@@ -133,16 +135,24 @@ def _report_dir_source(settings: RunSettings) -> str:
     return "the default report directory"
 
 
-def check_report_dir(settings: RunSettings) -> Path | None:
+def check_report_dir(settings: RunSettings, label: str | None = None) -> Path | None:
     """Create the report directory and make sure it is writable; else a ConfigError (exit 2).
 
     Returns the outermost directory this created (None if it existed), so a
     configuration error found later can take it away again.
     """
     path = Path(settings.report_dir)
-    where = f"{_report_dir_source(settings)} {settings.report_dir!r}"
+    where = f"{label or _report_dir_source(settings)} {settings.report_dir!r}"
     if not settings.report_dir.strip():
         raise ConfigError(ConfigIssue(f"{where}: give a directory"))
+    try:
+        return _make_report_dir(path, where)
+    except OSError as exc:  # a name too long, a parent that cannot be searched, ...
+        reason = exc.strerror or str(exc)
+        raise ConfigError(ConfigIssue(f"{where}: cannot write reports there: {reason}")) from None
+
+
+def _make_report_dir(path: Path, where: str) -> Path | None:
     if path.exists() and not path.is_dir():
         raise ConfigError(ConfigIssue(f"{where}: is a file, not a directory"))
     ancestor = path
@@ -259,6 +269,8 @@ class _Pipeline:
         self.started = time.perf_counter()
         self.state: RunState | None = None
         self.console: Console | None = None
+        self.progress_error: str | None = None
+        """Why ``results.jsonl`` / the snapshots stopped being written, if they did."""
         self.created_dir: Path | None = None
         """The report directory (or its outermost parent) if this run created it."""
         self.markdown: str | None = None
@@ -281,19 +293,14 @@ class _Pipeline:
             environment=self.environment,
         )
 
-    def write(self, report: Report) -> dict[str, Path]:
+    def write(self, report: Report, written: dict[str, Path] | None = None) -> dict[str, Path]:
         from .reports.writer import write_reports
 
         def keep(fmt: str, text: str) -> None:
             if fmt == "markdown":
                 self.markdown = text
 
-        return write_reports(report, self.report_dir, self.formats, self.redact, keep)
-
-    def write_json(self, report: Report) -> None:
-        from .reports.writer import write_reports
-
-        write_reports(report, self.report_dir, ("json",), self.redact)
+        return write_reports(report, self.report_dir, self.formats, self.redact, keep, written)
 
     def emergency(self, reason: str) -> None:
         """The watchdog's way out: the reports of what finished, from another thread."""
@@ -326,7 +333,7 @@ class _Pipeline:
         ]
         if not any(p.indices for p in plan):
             raise ConfigError(ConfigIssue("no test case matches the given -k/--tag selection"))
-        self.created_dir = check_report_dir(self.run_settings)
+        self.created_dir = check_report_dir(self.run_settings, self.options.report_dir_label)
         return plan
 
     def create_backends(self, plan: Sequence[PlannedSuite]) -> list[Backend]:
@@ -402,6 +409,7 @@ class _Pipeline:
         finally:
             if progress is not None:
                 progress.close()
+                self.progress_error = progress.error
         if self.guard.stop_reason and state.stop_reason is None:
             state.stop_reason = self.guard.stop_reason
         return internal_error
@@ -515,6 +523,8 @@ def run_suites(
         return outcome
     finally:
         guard.emergency = None
+        guard.enter("done")  # a signal from here on is only noted: the outcome is ready
+        gc.unfreeze()  # what this run froze goes back to the collector (run_suites in a loop)
         if own_guard:
             guard.uninstall()
 
@@ -527,8 +537,8 @@ def _interrupted_early(pipeline: _Pipeline) -> RunOutcome:
     write_error = None
     with pipeline.guard.writing():
         try:
-            check_report_dir(pipeline.run_settings)
-            written = pipeline.write(report)
+            check_report_dir(pipeline.run_settings, pipeline.options.report_dir_label)
+            pipeline.write(report, written)
         except (ConfigError, OSError) as exc:
             write_error = str(exc)
     return RunOutcome(
@@ -554,23 +564,27 @@ def _finish(
         reason = state.stop_reason or pipeline.guard.stop_reason
         report = pipeline.build(complete, None if complete else reason, "the run was interrupted")
         try:
-            written = pipeline.write(report)
+            pipeline.write(report, written)
             if pipeline.guard.interrupted and report.run.complete:
                 # the signal came while the reports were written: they hold every test
-                # case, but the run did not end on its own: report.json says so, and the
-                # exit code is 3 (whether or not report.json was asked for)
+                # case, but the run did not end on its own. Every report says so again
+                # (report.json first), and the exit code is 3.
                 report.run.complete = False
                 report.run.stop_reason = (
                     f"{pipeline.guard.stop_reason} while the reports were written"
                 )
-                if "json" in written:
-                    pipeline.write_json(report)
+                pipeline.write(report, written)
         except OSError as exc:
             write_error = f"cannot write reports to {pipeline.report_dir}: {exc}"
         except Exception:  # a bug in a renderer must not look like "tests failed" (exit 1)
             write_error = "internal error while writing the reports:\n" + pipeline.redact(
                 traceback.format_exc()
             )
+    written = {fmt: written[fmt] for fmt in pipeline.formats if fmt in written}
+    if pipeline.progress_error is not None:
+        warnings.append(pipeline.progress_error)
+        if pipeline.console is not None:
+            pipeline.console.write(f"warning: {pipeline.progress_error}")
     code = _exit_code(report)
     if write_error is not None or internal_error is not None:
         code = EXIT_INCOMPLETE

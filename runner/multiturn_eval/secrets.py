@@ -124,7 +124,9 @@ class Redactor:
     """Replaces every known secret, in every encoding of :func:`encoded_forms`, with ``***``."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.secrets: frozenset[str] = frozenset(s for s in secrets if s)
+        # shorter values are left alone, whoever calls them secret: ``ANTHROPIC_API_KEY=x``
+        # (a local proxy) must not turn every "x" of every report into "***"
+        self.secrets: frozenset[str] = frozenset(s for s in secrets if is_secret_value(s))
         forms: set[str] = set()
         for secret in self.secrets:
             forms |= encoded_forms(secret)

@@ -41,16 +41,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .errors import BackendError
+from .errors import BackendError, UserCodeAbort
 
 T = TypeVar("T")
 
 #: characters of an exception message kept in a report (a 100 MB message is a bug, not a reason)
 MESSAGE_LIMIT = 4_000
-
-
-class UserCodeAbort(Exception):
-    """User code raised a BaseException that is not an error (sys.exit, KeyboardInterrupt, ...)."""
 
 
 def _safe_str(exc: BaseException) -> str:

@@ -317,6 +317,7 @@ class Action:
             formats=("json", "junit", "markdown", "html"),
             pattern=inputs.filter or None,
             tags=tuple(inputs.tags),
+            report_dir_label="input 'report-dir'",
         )
         config_error: ConfigError | None = None
         crash: BaseException | None = None

@@ -14,9 +14,11 @@ wrote (``tests/test_report_reader.py`` checks it for every format).
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..errors import ReportFormatError
 from ..results import SCHEMA_VERSION, Report
@@ -45,7 +47,7 @@ def parse_report(text: str | bytes, source: str = "report.json") -> Report:
             "multiturn-eval release that wrote it)"
         )
     try:
-        return Report.model_validate(data)
+        return Report.model_validate(_known(Report, data))
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
@@ -53,6 +55,39 @@ def parse_report(text: str | bytes, source: str = "report.json") -> Report:
             f"{source}: not a valid report: {where}: {first['msg']} "
             f"({exc.error_count()} problem{'s' if exc.error_count() != 1 else ''})"
         ) from None
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field's annotation holds (``X``, ``list[X]``, ``X | None``, ...)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def _known(model: type[BaseModel], data: Any) -> Any:
+    """``data`` without the keys ``model`` does not know, at every depth.
+
+    The models refuse unknown keys (a typo in the runner must not pass
+    silently), but a report of a later 1.x version may carry optional fields
+    this version has not heard of (SPEC 8: "more optional fields may be
+    added"); they are dropped, not an error.
+    """
+    if not isinstance(data, dict):
+        return data
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            continue
+        inner = _models_in(field.annotation)
+        if inner and isinstance(value, dict) and typing.get_origin(field.annotation) is not dict:
+            value = _known(inner[0], value)
+        elif inner and isinstance(value, list):
+            value = [_known(inner[0], item) for item in value]
+        elif inner and isinstance(value, dict):  # dict[str, Model]
+            value = {k: _known(inner[0], v) for k, v in value.items()}
+        out[key] = value
+    return out
 
 
 def load_report(path: Path) -> Report:

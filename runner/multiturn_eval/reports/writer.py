@@ -13,6 +13,7 @@ writes the final set at the end, on Ctrl-C or SIGTERM.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import tempfile
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 from .._version import __version__
 from ..environment import RunEnvironment
@@ -137,13 +139,16 @@ def write_reports(
     formats: Sequence[str],
     redact: Redactor,
     on_text: Callable[[str, str], None] | None = None,
+    written: dict[str, Path] | None = None,
 ) -> dict[str, Path]:
     """Render and write each requested format; returns format -> path (in ``formats`` order).
 
     ``on_text(format, text)`` sees each text as written (the Action keeps
     ``summary.md`` for the comment instead of reading the file back).
+    ``written``, when given, is filled as each file is written, so a caller
+    still knows what is on disk when a later format fails.
     """
-    written: dict[str, Path] = {}
+    written = {} if written is None else written
     for fmt, text in render_reports(report, formats, redact):
         path = report_dir / RENDERERS[fmt][0]
         write_atomic(path, text)
@@ -190,23 +195,40 @@ class ProgressWriter:
         """Held while report files are written: a snapshot is skipped rather than waited for."""
         self._next = time.monotonic() + interval
         self.snapshots = 0
-        report_dir.mkdir(parents=True, exist_ok=True)
-        self._journal = (report_dir / self.JOURNAL).open("w", encoding="utf-8")
+        self.error: str | None = None
+        """Why the progress files stopped being written (a full disk, ...); the run goes on."""
+        self._journal: TextIO | None = None
+        try:
+            report_dir.mkdir(parents=True, exist_ok=True)
+            self._journal = (report_dir / self.JOURNAL).open("w", encoding="utf-8")
+        except OSError as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        self.error = f"progress files stopped: {exc.strerror or exc}"
+        self.close()
 
     def case_finished(self, result: CaseResult) -> None:
-        if self._journal.closed:
+        """Never raises for a file problem: the run matters more than its progress files."""
+        if self._journal is None:
             return
-        self._journal.write(self.redact(dump_json(result)) + "\n")
-        self._journal.flush()
-        now = time.monotonic()
-        if now >= self._next and self.lock.acquire(blocking=False):
-            try:
-                write_atomic(self.path, self.redact(renderer("json")(self.snapshot())))
-            finally:
-                self.lock.release()
-            done = time.monotonic()
-            self.snapshots += 1
-            self._next = done + max(self.interval, self.cost_factor * (done - now))
+        try:
+            self._journal.write(self.redact(dump_json(result)) + "\n")
+            self._journal.flush()
+            now = time.monotonic()
+            if now >= self._next and self.lock.acquire(blocking=False):
+                try:
+                    write_atomic(self.path, self.redact(renderer("json")(self.snapshot())))
+                finally:
+                    self.lock.release()
+                done = time.monotonic()
+                self.snapshots += 1
+                self._next = done + max(self.interval, self.cost_factor * (done - now))
+        except OSError as exc:
+            self._failed(exc)
 
     def close(self) -> None:
-        self._journal.close()
+        journal, self._journal = self._journal, None
+        if journal is not None:
+            with contextlib.suppress(OSError):
+                journal.close()

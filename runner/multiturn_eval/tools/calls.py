@@ -23,8 +23,10 @@ from ..errors import (
     ToolArgumentError,
     ToolDefinitionError,
     UnknownToolError,
+    UserCodeAbort,
 )
 from ..types import CaseContext, ToolInvocation
+from ..usercode import abort_text
 from .definition import Tool, quote_value
 
 if TYPE_CHECKING:
@@ -45,7 +47,9 @@ def _content(value: Any) -> str:
 
 
 def error_text(exc: BaseException) -> str:
-    """``ExceptionType: message`` (just the type when there is no message)."""
+    """``ExceptionType: message`` (just the type when there is no message; an abort in words)."""
+    if isinstance(exc, UserCodeAbort):
+        return str(exc)
     message = str(exc).strip()
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
@@ -77,10 +81,17 @@ async def call_tool(
         if tool.context_parameter is not None:
             kwargs[tool.context_parameter] = case
         result = await _run(tool, kwargs, executor)
-    except asyncio.CancelledError:
-        raise
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():  # the run (or the turn's deadline) stops it
+            raise
+        return _failed(tool.name, args, UserCodeAbort(abort_text(exc, "tool")), started)
     except Exception as exc:
         return _failed(tool.name, args, exc, started)
+    except BaseException as exc:  # sys.exit(), KeyboardInterrupt in a tool: that call failed
+        # (Semantic Kernel runs tool calls in tasks of their own, from which asyncio would
+        # re-raise such an exception out of the whole run.)
+        return _failed(tool.name, args, UserCodeAbort(abort_text(exc, "tool")), started)
     duration = (time.perf_counter() - started) * 1000
     return ToolOutcome(
         invocation=ToolInvocation.model_construct(

@@ -1,0 +1,154 @@
+"""Edges of the pipeline found in review: each once broke a run or a report."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from multiturn_eval.errors import ConfigError
+from multiturn_eval.reports import writer
+from multiturn_eval.reports.reader import load_report, parse_report
+from multiturn_eval.run import RunOptions, run_suites
+from multiturn_eval.secrets import Redactor
+from multiturn_eval.tools import Tool, ToolSet
+from multiturn_eval.types import CaseContext
+
+from . import agents
+
+DATA = Path(__file__).parent / "data" / "pipeline"
+
+
+@pytest.fixture
+def mixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    agents.reset()
+    shutil.copy(DATA / "mixed.yaml", tmp_path / "mixed.yaml")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("short", ["x", "ab", "key", "12345"])
+def test_a_short_key_is_not_a_secret_and_leaves_the_reports_readable(
+    mixed: Path, short: str
+) -> None:
+    """``ANTHROPIC_API_KEY=x`` (a local proxy) must not turn every 'x' into '***'."""
+    assert not Redactor([short]).active
+    outcome = run_suites(
+        ["mixed.yaml"], RunOptions(report_dir="out"), {"MY_API_KEY": short}, secrets=[short]
+    )
+    report = load_report(mixed / "out" / "report.json")  # would fail on "inde***"
+    assert report == outcome.report
+    assert "***" not in (mixed / "out" / "summary.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "report_dir",
+    ["a" * 300, "deep/" + "b" * 300 + "/c"],
+    ids=["name-too-long", "component-too-long"],
+)
+def test_a_report_dir_the_os_refuses_is_a_usage_error(mixed: Path, report_dir: str) -> None:
+    with pytest.raises(ConfigError, match="cannot write reports there: File name too long"):
+        run_suites(["mixed.yaml"], RunOptions(report_dir=report_dir), {})
+    assert agents.OPENED == []
+    assert not (mixed / "deep").exists()
+
+
+def test_a_full_disk_under_the_progress_files_does_not_stop_the_run(
+    mixed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = writer.ProgressWriter.case_finished
+    calls = {"n": 0}
+
+    def failing(self: writer.ProgressWriter, result: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            assert self._journal is not None
+            monkeypatch.setattr(self._journal, "write", _raise_enospc)
+        real(self, result)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer.ProgressWriter, "case_finished", failing)
+    outcome = run_suites(["mixed.yaml"], RunOptions(report_dir="out"), {})
+    assert outcome.exit_code == 1  # the verdict, not 3
+    assert outcome.report.run.complete
+    assert len(outcome.report.results) == 4
+    assert any("progress files stopped: No space left on device" in w for w in outcome.warnings)
+    assert load_report(mixed / "out" / "report.json") == outcome.report
+
+
+def _raise_enospc(text: str) -> int:
+    raise OSError(28, "No space left on device")
+
+
+def test_a_later_minor_version_with_new_fields_is_read(mixed: Path) -> None:
+    run_suites(["mixed.yaml"], RunOptions(report_dir="out", formats=("json",)), {})
+    data = json.loads((mixed / "out" / "report.json").read_text())
+    data["schema_version"] = "1.4"
+    data["run"]["shard"] = {"index": 1, "total": 3}
+    data["summary"]["metrics"]["numeric"]["median"] = 0.5
+    data["results"][2]["turns"][0]["judge_token_usage"] = {"prompt_tokens": 1}
+    data["results"][2]["turns"][0]["metric_results"][0]["verdict"] = "ok"
+    report = parse_report(json.dumps(data))
+    assert [c.name for c in report.results] == ["legacy-pass", "legacy-fail", "multi", "bug"]
+    assert report.results[2].turns is not None
+    assert report.results[2].turns[0].metric_results[0].metric_name == "numeric"
+
+
+def _exits(a: float) -> float:
+    """Exit the process (a tool's bug)."""
+    sys.exit(0)
+
+
+def _interrupts(a: float) -> float:
+    """Raise KeyboardInterrupt (a tool's bug)."""
+    raise KeyboardInterrupt
+
+
+async def _cancels(a: float) -> float:
+    """Raise CancelledError itself (a tool's bug)."""
+    raise asyncio.CancelledError
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [
+        (_exits, "the tool called sys.exit(0)"),
+        (_interrupts, "the tool raised KeyboardInterrupt"),
+        (_cancels, "the tool raised asyncio.CancelledError (the run was not cancelled)"),
+    ],
+)
+def test_a_tool_that_exits_fails_its_call_even_in_a_task_of_its_own(
+    fn: object, message: str
+) -> None:
+    """Semantic Kernel runs tool calls with asyncio.gather: each in its own task, from which
+    asyncio re-raises SystemExit/KeyboardInterrupt out of the whole run."""
+    toolset = ToolSet([Tool.from_function(fn)])  # type: ignore[arg-type]
+    case = CaseContext(test_case_name="c")
+    name = toolset.tools[0].name
+
+    async def main() -> list[object]:
+        return await asyncio.gather(toolset.call(name, {"a": 1}, case))
+
+    (outcome,) = asyncio.run(main())
+    assert outcome.is_error  # type: ignore[attr-defined]
+    assert outcome.invocation.error == message  # type: ignore[attr-defined]
+
+
+def test_a_cancelled_turn_still_cancels_its_tool_call() -> None:
+    async def slow(a: float) -> float:
+        """Sleep."""
+        await asyncio.sleep(30)
+        return a
+
+    toolset = ToolSet([Tool.from_function(slow)])
+    case = CaseContext(test_case_name="c")
+
+    async def main() -> None:
+        async with asyncio.timeout(0.05):
+            await asyncio.gather(toolset.call("slow", {"a": 1}, case))
+
+    with pytest.raises(TimeoutError):
+        asyncio.run(main())
