@@ -4,15 +4,7 @@ With ``github/action.py``, the only module that reads ``os.environ`` (once,
 into a :class:`~.environment.RunEnvironment` passed down); the only one that
 calls ``sys.exit``. The run itself is :func:`multiturn_eval.run.run_suites`.
 
-Exit codes (pytest-like, one meaning each; :mod:`.exit_codes`):
-
-==  =====================================================================
-0   every selected test case passed
-1   at least one test case failed
-2   configuration or usage error, detected before any agent was called
-3   the run could not complete (interrupted, fatal backend error, internal
-    error); whatever finished is still in the reports
-==  =====================================================================
+Exit codes: :mod:`.exit_codes` (0 passed, 1 failed, 2 configuration, 3 incomplete).
 """
 
 from __future__ import annotations

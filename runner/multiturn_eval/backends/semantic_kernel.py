@@ -137,7 +137,7 @@ from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 from .files import file_kind
-from .wire import MAX_ITEMS, find_problem, is_int, json_type, response_hook
+from .wire import MAX_ITEMS, find_in_chain, find_problem, is_int, json_type, response_hook
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
@@ -200,16 +200,7 @@ _CALL: ContextVar[_Call | None] = ContextVar("multiturn_eval_sk_call", default=N
 # ------------------------------------------------------------------- exception mapping
 
 
-def _find(exc: BaseException, types: tuple[type[BaseException], ...]) -> BaseException | None:
-    """The first exception of ``types`` in ``exc``'s cause/context chain (SK wraps SDK errors)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, types):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+_find = find_in_chain  # SK wraps the SDKs' errors in its own
 
 
 def _status_error(

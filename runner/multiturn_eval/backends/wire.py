@@ -182,13 +182,21 @@ def response_hook(
     return hook
 
 
-def find_problem(exc: BaseException) -> ReplyProblem | None:
-    """The ReplyProblem in ``exc``'s cause/context chain (SDKs wrap what the hook raised)."""
+def find_in_chain(
+    exc: BaseException, types: tuple[type[BaseException], ...]
+) -> BaseException | None:
+    """The first exception of ``types`` in ``exc``'s cause/context chain (SDKs wrap errors)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, ReplyProblem):
+        if isinstance(current, types):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
+
+
+def find_problem(exc: BaseException) -> ReplyProblem | None:
+    """The ReplyProblem in ``exc``'s cause/context chain (SDKs wrap what the hook raised)."""
+    found = find_in_chain(exc, (ReplyProblem,))
+    return found if isinstance(found, ReplyProblem) else None
