@@ -66,3 +66,13 @@ def project(
     agents.reset()
     yield Project(tmp_path, capsys)
     agents.reset()
+
+
+@pytest.fixture
+def retiring_sonnet_4_5(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's table of deprecated models as anthropic 2.14 had it (2.15 dropped these
+    entries once the models were retired): the tests check our warning, not the SDK's data."""
+    from anthropic._data import DEPRECATED_MODELS
+
+    for model in ("claude-sonnet-4-5", "claude-sonnet-4-5-20250929"):
+        monkeypatch.setitem(DEPRECATED_MODELS, model, "November 30th, 2026")

@@ -437,6 +437,7 @@ def test_auth_token_from_the_environment(harness: Harness, fake: FakeAnthropic) 
     assert fake.messages_requests()[0].headers["authorization"] == f"Bearer {API_KEY}"
 
 
+@pytest.mark.usefixtures("retiring_sonnet_4_5")
 def test_a_deprecated_model_is_warned_about_once(harness: Harness, fake: FakeAnthropic) -> None:
     fake.script(text("a"), text("b"))
     backend = harness.backend()  # claude-sonnet-4-5-20250929: retired 2026-11-30

@@ -709,6 +709,7 @@ def fake_anthropic() -> Iterator[fa.FakeAnthropic]:
         yield server
 
 
+@pytest.mark.usefixtures("retiring_sonnet_4_5")
 def test_anthropic_service_runs_tools_and_reports_cache_usage(
     harness: Harness, fake_anthropic: fa.FakeAnthropic
 ) -> None:
