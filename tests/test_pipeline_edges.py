@@ -152,3 +152,29 @@ def test_a_cancelled_turn_still_cancels_its_tool_call() -> None:
 
     with pytest.raises(TimeoutError):
         asyncio.run(main())
+
+
+@pytest.mark.parametrize("command", ["run", "validate"])
+@pytest.mark.parametrize(
+    "suite",
+    [
+        "a" * 300 + ".yaml",
+        "a" * 300 + "*.yaml",
+        "dir/" + "b" * 300 + "/*.yaml",
+        "\x01*",
+        "[",
+        "*.nothing",
+    ],
+    ids=["long-name", "long-glob", "long-component-glob", "control-glob", "bracket", "no-match"],
+)
+def test_odd_suite_arguments_are_usage_errors(
+    mixed: Path, capsys: pytest.CaptureFixture[str], command: str, suite: str
+) -> None:
+    from multiturn_eval import cli
+
+    code = cli.main([command, suite, *(["-o", "out"] if command == "run" else [])], env={})
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "configuration error" in err
+    assert "Traceback" not in err
+    assert agents.OPENED == []

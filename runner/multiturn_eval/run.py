@@ -114,7 +114,7 @@ def expand_suites(patterns: Sequence[str | Path]) -> list[Path]:
     issues: list[ConfigIssue] = []
     for raw in patterns:
         pattern = str(raw)
-        if any(ch in pattern for ch in "*?[") and not Path(pattern).exists():
+        if any(ch in pattern for ch in "*?[") and not _exists(Path(pattern)):
             matches = sorted(glob.glob(pattern, recursive=True))  # noqa: PTH207 - absolute patterns too
             if not matches:
                 issues.append(ConfigIssue(f"no suite file matches {pattern!r}"))
@@ -124,6 +124,13 @@ def expand_suites(patterns: Sequence[str | Path]) -> list[Path]:
     if issues:
         raise ConfigError(issues)
     return list(dict.fromkeys(paths))
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long, a NUL byte: not a file (the loader says why)
+        return False
 
 
 def _report_dir_source(settings: RunSettings) -> str:
