@@ -178,3 +178,21 @@ def test_odd_suite_arguments_are_usage_errors(
     assert "configuration error" in err
     assert "Traceback" not in err
     assert agents.OPENED == []
+
+
+def test_system_exit_escaping_into_the_run_is_exit_3_with_reports(mixed: Path) -> None:
+    """A caller's callback (or anything unguarded) calling sys.exit() must not end the
+    process with its code: the run stops, what finished is reported, exit 3."""
+    seen: list[str] = []
+
+    def on_result(result: object) -> None:
+        seen.append("x")
+        if len(seen) == 2:
+            sys.exit(0)
+
+    outcome = run_suites(["mixed.yaml"], RunOptions(report_dir="out"), {}, on_result=on_result)
+    assert outcome.exit_code == 3
+    assert outcome.report.run.complete is False
+    assert "SystemExit(0) escaped into the run" in (outcome.report.run.stop_reason or "")
+    assert sum(not r.skipped for r in outcome.report.results) >= 1
+    assert load_report(mixed / "out" / "report.json") == outcome.report

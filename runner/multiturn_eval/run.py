@@ -224,17 +224,29 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
     waiting, and the CLI exits even with such a thread alive.
     """
     loop = asyncio.new_event_loop()
+    seen: list[asyncio.Task[Any]] = []
     try:
         asyncio.set_event_loop(loop)
-        loop.run_until_complete(main)
+        seen.append(loop.create_task(main))
+        loop.run_until_complete(seen[0])
     finally:
         try:
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
+            # Cancel what is left (a BaseException from one task, e.g. SystemExit, leaves the
+            # others running); what they end with is the caller's to handle, not asyncio's log.
+            for _ in range(3):
+                pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+                if not pending:
+                    break
+                seen.extend(pending)
+                for pending_task in pending:
+                    pending_task.cancel()
+                with contextlib.suppress(BaseException):
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            for done in seen:
+                if done.done() and not done.cancelled():
+                    done.exception()  # retrieved: no "Task exception was never retrieved"
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             asyncio.set_event_loop(None)
             loop.close()
@@ -407,6 +419,9 @@ class _Pipeline:
             run_loop(self._run(backends, on_result))
         except (KeyboardInterrupt, Interrupted):
             state.stop_reason = state.stop_reason or self.guard.stop_reason or "interrupted"
+        except SystemExit as exc:  # user code is guarded; this is a last line: never exit 0 here
+            internal_error = RuntimeError(f"SystemExit({exc.code!r}) escaped into the run")
+            state.stop_reason = f"internal error: {internal_error}"
         except Exception as exc:  # a bug: still write what finished, then show the traceback
             internal_error = exc
             cause: BaseException = exc  # the bug itself, not the TaskGroup's wrapper around it
