@@ -196,3 +196,143 @@ def test_system_exit_escaping_into_the_run_is_exit_3_with_reports(mixed: Path) -
     assert "SystemExit(0) escaped into the run" in (outcome.report.run.stop_reason or "")
     assert sum(not r.skipped for r in outcome.report.results) >= 1
     assert load_report(mixed / "out" / "report.json") == outcome.report
+
+
+# ------------------------------------------------------------ found in the second review
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("import sys\nsys.exit(0)\n", "called sys.exit(0)"),
+        ("import sys\nsys.exit(2)\n", "called sys.exit(2)"),
+        (
+            "import argparse\nargparse.ArgumentParser().parse_args(['--nope'])\n",
+            "called sys.exit(2)",
+        ),
+        ("raise KeyboardInterrupt\n", "raised KeyboardInterrupt"),
+    ],
+    ids=["exit-0", "exit-2", "argparse", "keyboard-interrupt"],
+)
+@pytest.mark.parametrize("where", ["factory", "grader", "tool"])
+def test_a_module_that_exits_while_imported_is_a_located_config_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    body: str,
+    said: str,
+    where: str,
+) -> None:
+    from multiturn_eval import cli
+
+    module = f"exits_{where}_{abs(hash(body)) % 10**8}"
+    (tmp_path / f"{module}.py").write_text(body)
+    factory = f"{module}:f" if where == "factory" else "tests.agents:scripted"
+    lines = ["agent:", "  backend: python", f"  factory: {factory}"]
+    if where == "tool":
+        lines += ["  tools:", f"    - function: {module}:f"]
+    if where == "grader":
+        lines += ["evaluations:", f"  - {{type: code, grader: '{module}:f'}}"]
+    lines += ["test_cases:", "  - {name: a, input: hi}"]
+    (tmp_path / "suite.yaml").write_text("\n".join(lines) + "\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = cli.main(["run", "suite.yaml", "-o", "out"], env={})
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"importing module '{module}' {said}" in err
+    assert "suite.yaml:" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual", "equal"),
+    [
+        ("3,14", 314, False),  # a European decimal is not a thousands separator
+        ("1,2,3", "123", False),
+        ("12_34", 1234, False),
+        ("1,234,567", 1234567, True),
+        ("206_588", 206588, True),
+        ("206\u202f588", 206588, True),
+        ("1e309", "2e309", False),  # out of range: compared as text, not as two infinities
+        ("1e309", "1e309", True),
+    ],
+)
+def test_fuzzy_thousands_separators_come_before_groups_of_three(
+    expected: str, actual: object, equal: bool
+) -> None:
+    from multiturn_eval.grading.matchers import fuzzy_equal
+
+    assert fuzzy_equal(expected, actual) is equal
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual"),
+    [(float("nan"), 10**400), (10**400, float("nan")), (1.5, 10**400), (10**400, 10**400 + 1)],
+)
+def test_a_literal_with_a_huge_int_is_compared_not_crashed(
+    expected: object, actual: object
+) -> None:
+    from multiturn_eval.grading.matchers import literal_equal
+
+    assert literal_equal(expected, actual) is False
+
+
+def test_an_errored_metric_counts_as_zero_in_the_summary_mean_for_legacy_cases() -> None:
+    from multiturn_eval.results import CaseResult, MetricResult, summarize
+
+    def case(index: int, metric: MetricResult) -> CaseResult:
+        return CaseResult(
+            index=index,
+            name=f"c{index}",
+            suite="s.yaml",
+            suite_name="s",
+            backend="python",
+            passed=metric.passed,
+            outcome="passed" if metric.passed else "failed",
+            metric_results=[metric],
+            input="hi",
+        )
+
+    good = MetricResult(metric_name="g", kind="code", score=1.0, passed=True)
+    broken = MetricResult(metric_name="g", kind="code", passed=False, error="ValueError: x")
+    summary = summarize([case(0, good), case(1, broken)])
+    assert summary.metrics["g"].mean_score == 0.5
+    assert (summary.metrics["g"].passed, summary.metrics["g"].failed) == (1, 1)
+
+
+def test_a_compressed_reply_is_capped_as_it_is_decoded() -> None:
+    import gzip
+
+    import httpx2
+
+    from multiturn_eval.backends.wire import ReplyTooLarge, response_hook
+
+    bomb = gzip.compress(b" " * (8 * 1024 * 1024))  # 8 KB on the wire
+    seen: list[int] = []
+
+    def check(data: object) -> None:
+        seen.append(1)
+
+    async def main() -> None:
+        transport = httpx2.MockTransport(
+            lambda r: httpx2.Response(200, content=bomb, headers={"content-encoding": "gzip"})
+        )
+        hooks = {"response": [response_hook(check, limit=1024 * 1024)]}
+        async with httpx2.AsyncClient(transport=transport, event_hooks=hooks) as client:
+            await client.get("http://127.0.0.1/")
+
+    with pytest.raises(ReplyTooLarge, match="decompresses to more than 1 MB"):
+        asyncio.run(main())
+    assert seen == []  # refused before anything parsed it
+
+
+def test_deep_values_get_their_ancestors_line_not_one_of_their_own() -> None:
+    from multiturn_eval.yaml_source import LINE_DEPTH, parse_yaml
+
+    doc = parse_yaml(
+        "a:\n" + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(40)) + "    " * 21 + "x: 1\n"
+    )
+    assert max(len(path) for path in doc.lines) <= LINE_DEPTH
+    deep = ("a", *(f"k{i}" for i in range(30)))
+    assert doc.line_of(deep) == LINE_DEPTH  # the deepest recorded ancestor's line

@@ -34,6 +34,13 @@ def resolve_callable(ref: str) -> Callable[..., Any]:
         raise ValueError(
             f"importing module '{module_name}' raised {type(exc).__name__}: {exc}"
         ) from None
+    except SystemExit as exc:  # e.g. a grader script that parses its argv at import
+        raise ValueError(
+            f"importing module '{module_name}' called sys.exit({exc.code!r}) "
+            '(code at module level runs at import; put it under `if __name__ == "__main__":`)'
+        ) from None
+    except KeyboardInterrupt:  # the module's own (Ctrl-C during a run is Interrupted, not this)
+        raise ValueError(f"importing module '{module_name}' raised KeyboardInterrupt") from None
     target: Any = module
     for part in attr_path.split("."):
         try:

@@ -318,6 +318,8 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
                 summary.failed += 1
             if metric.score is not None:
                 metric_scores.setdefault(metric.metric_name, []).append(metric.score)
+            elif metric.error is not None:  # an errored metric counts as 0 (SPEC 6.4)
+                metric_scores.setdefault(metric.metric_name, []).append(0.0)
     for name, scores in metric_scores.items():
         metrics[name].mean_score = sum(scores) / len(scores)
     ran = len(results) - skipped

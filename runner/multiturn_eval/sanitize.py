@@ -288,7 +288,10 @@ def _cost(value: Any) -> float | None:
         raise _malformed(
             "cost_usd", f"must be a number of US dollars >= 0 or None, got {safe_repr(value)}"
         )
-    cost = float(value)
+    try:
+        cost = float(value)
+    except OverflowError:
+        cost = math.inf
     if not math.isfinite(cost) or cost < 0:
         raise _malformed("cost_usd", f"must be a finite number >= 0, got {safe_repr(value)}")
     return cost
@@ -376,8 +379,8 @@ def replaced_values(invocation: Any, where: str) -> list[Replaced]:
 def _warnings(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
-    if isinstance(value, str):
-        value = (value,)
+    if isinstance(value, str | bytes | bytearray):
+        value = (value if isinstance(value, str) else safe_repr(value),)
     elif not isinstance(value, Iterable):
         raise _malformed("warnings", f"expected a list of text, got {type(value).__name__}")
     out = []

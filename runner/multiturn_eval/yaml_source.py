@@ -73,6 +73,10 @@ Path_ = tuple[Any, ...]
 """A field path: mapping keys (usually str) and list indexes."""
 
 MAX_DEPTH = 100
+#: values deeper than this get no line of their own (``line_of`` gives their nearest
+#: ancestor's): the suite format's deepest field is about 10 levels down, and a line per
+#: value of a deep free-form ``context`` would cost a path tuple of its depth each
+LINE_DEPTH = 16
 """Deepest nesting of lists and mappings a suite file may have."""
 MIN_ALIAS_BUDGET = 100_000
 """Nodes aliases may repeat in any file (more when the file itself holds more)."""
@@ -200,7 +204,7 @@ class _Builder:
         top = self.stack[-1]
         top.size += size
         if type(top.value) is list:
-            self.lines.setdefault((*top.path, len(top.value)), line)
+            self._line((*top.path, len(top.value)), line)
             top.value.append(value)
             return
         if top.key is _NO_KEY:  # this value is a key
@@ -215,15 +219,23 @@ class _Builder:
                 raise YamlSyntaxError("a mapping key cannot be NaN; quote it", line)
             if value in top.value:
                 first = self.lines.get((*top.path, value))
-                raise YamlSyntaxError(f"duplicate key {value!r} (first at line {first})", line)
+                where = f" (first at line {first})" if first is not None else ""
+                raise YamlSyntaxError(f"duplicate key {value!r}{where}", line)
             top.key, top.key_line = value, line
             return
         if top.key is _MERGE:
             top.merges.append((value, top.key_line))
         else:
-            self.lines[(*top.path, top.key)] = top.key_line
+            self._line((*top.path, top.key), top.key_line, replace=True)
             top.value[top.key] = value
         top.key = _NO_KEY
+
+    def _line(self, path: Path_, line: int, *, replace: bool = False) -> None:
+        if len(path) <= LINE_DEPTH:
+            if replace:
+                self.lines[path] = line
+            else:
+                self.lines.setdefault(path, line)
 
     def _count(self, line: int) -> None:
         self.nodes += 1
@@ -330,7 +342,7 @@ class _Builder:
                 f"(the outermost starts at line {self.stack[0].line})",
                 line,
             )
-        self.lines.setdefault(path, line)
+        self._line(path, line)
         if event.anchor is not None:
             self.anchors[event.anchor] = (_OPEN_ANCHOR, 0)
         self.stack.append(_Open(value, path, event.anchor, line))
@@ -359,7 +371,7 @@ class _Builder:
                 for key, item in source.items():
                     if key not in merged and key not in done.value:
                         merged[key] = item
-                        self.lines.setdefault((*done.path, key), line)
+                        self._line((*done.path, key), line)
         merged.update(done.value)
         return merged
 

@@ -170,11 +170,21 @@ def response_hook(
                 f"the body is {mib(int(length))}, over the {mib(limit)} cap; not read", None
             )
         response.stream = _CappedStream(response.stream, limit)
+        # Read the body here, counting *decoded* bytes: a 10 MB gzip body can expand a
+        # thousandfold, and a check after reading it whole would come too late. The SDK then
+        # gets the body already read (every status: error bodies are read too).
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                await response.aclose()
+                raise ReplyTooLarge(f"the body decompresses to more than {mib(limit)}", chunk)
+            chunks.append(chunk)
+        body = b"".join(chunks)
+        response._content = body  # what aread() would have kept: the SDK reads this
         if check is None or not 200 <= response.status_code < 300:
             return
-        body = await response.aread()
-        if len(body) > limit:  # a compressed body that expands past the cap
-            raise ReplyTooLarge(f"the body decompresses to more than {mib(limit)}", body)
         reason = check(load_json(body))
         if reason is not None:
             raise ReplyProblem(reason, body)

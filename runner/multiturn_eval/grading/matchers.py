@@ -9,7 +9,8 @@
   two digits where the digits after it come in groups of exactly three
   (``206 588``, ``1 234 567``, ``206\u00a0588`` all read 206588); ``12 34``
   stays the text "12 34", so two separate numbers are not glued together;
-- regex: a full match (``re.fullmatch`` semantics) on ``str(actual)``, run by
+- regex: a full match (``re.fullmatch`` semantics) on ``str(actual)`` (a bool as
+  JSON writes it, ``true``/``false``, since tool arguments come from JSON), run by
   the ``regex`` package with a timeout of :data:`REGEX_TIMEOUT` seconds per
   match and :data:`REGEX_TURN_BUDGET` seconds for all the regex matches of one
   turn's tool assertions. A match that does not finish in time is a failed
@@ -44,11 +45,13 @@ def _is_number(value: Any) -> bool:
     return type(value) in _NUMBER_TYPES
 
 
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)  # never float(10**400): OverflowError
+
+
 def literal_equal(expected: Any, actual: Any) -> bool:
     if _is_number(expected) and _is_number(actual):
-        return bool(expected == actual) or (
-            math.isnan(float(expected)) and math.isnan(float(actual))
-        )
+        return bool(expected == actual) or (_is_nan(expected) and _is_nan(actual))
     if isinstance(expected, bool) or isinstance(actual, bool):
         return type(expected) is type(actual) and expected == actual
     if isinstance(expected, Mapping) and isinstance(actual, Mapping):
@@ -62,7 +65,7 @@ def literal_equal(expected: Any, actual: Any) -> bool:
     return type(expected) is type(actual) and bool(expected == actual)
 
 
-_SEPARATORS = re.compile(r"(?<=\d)(?:[,_\u202f]|[ \u00a0](?=\d{3}(?!\d)))(?=\d)")
+_SEPARATORS = re.compile(r"(?<=\d)[,_\u202f \u00a0](?=\d{3}(?!\d))")
 _WS = re.compile(r"\s+")
 
 
@@ -84,11 +87,13 @@ def fuzzy_number(text: str) -> float | None:
     """The number a normalised fuzzy text stands for, or None."""
     percent = text.endswith("%")
     body = text[:-1].strip() if percent else text
+    if "_" in body:  # float() reads "12_34" as 1234: only separators before groups of three
+        return None
     try:
         number = float(body)
     except ValueError:
         return None
-    if math.isnan(number):
+    if not math.isfinite(number):  # NaN, or out of range ("1e309"): compared as text
         return None
     return number / 100 if percent else number
 
