@@ -458,3 +458,22 @@ async def garbage_grader_async(ctx: GraderContext) -> Any:
     if variant == "stuck":
         await asyncio.Event().wait()
     return _garbage(variant)
+
+
+class Stubborn(ScriptedSession):
+    """An async agent that catches and ignores its cancellation on the turn saying 'stubborn'."""
+
+    async def send(self, message: str, files: Sequence[TurnFile] = ()) -> Any:
+        if "stubborn" in message:
+            self._step(message)
+            for _ in range(200):  # up to ~20 s, whatever cancels it
+                try:
+                    await asyncio.sleep(0.1)
+                except asyncio.CancelledError:
+                    continue
+            return "finally"
+        return await super().send(message, files)
+
+
+def stubborn(ctx: CaseContext) -> Stubborn:
+    return Stubborn(ctx)

@@ -336,3 +336,41 @@ def test_deep_values_get_their_ancestors_line_not_one_of_their_own() -> None:
     assert max(len(path) for path in doc.lines) <= LINE_DEPTH
     deep = ("a", *(f"k{i}" for i in range(30)))
     assert doc.line_of(deep) == LINE_DEPTH  # the deepest recorded ancestor's line
+
+
+def test_an_async_agent_that_ignores_its_cancellation_is_left_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn is bounded even when the agent swallows CancelledError: it is left running,
+    the case says so, the next turn is sent, and the run ends (it does not wait for it)."""
+    import time
+
+    agents.reset()
+    (tmp_path / "suite.yaml").write_text(
+        "agent: {backend: python, factory: 'tests.agents:stubborn'}\n"
+        "execution: {turn_timeout: 0.3}\n"
+        "test_cases:\n"
+        "  - name: stubborn\n"
+        "    context: {script: [{}, {response: 'two'}]}\n"
+        "    turns: [{input: stubborn one}, {input: two, ground_truth: two}]\n"
+        "  - name: healthy\n"
+        "    context: {script: [{response: 'ok'}]}\n"
+        "    turns: [{input: hi, ground_truth: ok}]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    started = time.monotonic()
+    outcome = run_suites(
+        ["suite.yaml"],
+        RunOptions(report_dir="out", parallel_test_cases=2),
+        {},
+    )
+    assert time.monotonic() - started < 15  # a hang detector only (the agent would take 20 s)
+    stuck, healthy = outcome.report.results
+    assert healthy.passed
+    assert stuck.turns is not None
+    assert stuck.turns[0].errors == ["timed out after 0.3 s (turn_timeout)"]
+    assert stuck.turns[1].response == "two"  # the next turn was still sent
+    assert any(
+        "send() of turn 1 ignored its cancellation and is still running" in w
+        for w in stuck.warnings
+    )

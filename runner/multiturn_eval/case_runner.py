@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     from .loader import LoadedSuite
     from .settings import RunSettings
 
+#: marks the label of async user code that ignored its cancellation (see usercode.guarded)
+_ASYNC = "async "
 #: consecutive session errors (or timeouts) after which a session is given up
 MAX_CONSECUTIVE_SESSION_ERRORS = 2
 #: how long closing a session may take before the run moves on
@@ -171,7 +173,9 @@ class CaseRunner:
         try:
             try:
                 async with asyncio.timeout(self.session_timeout) as deadline:
-                    session = await guarded(self.backend.open_session(ctx), "factory")
+                    session = await guarded(
+                        self.backend.open_session(ctx), "factory", abandon_as=_ASYNC + "the factory"
+                    )
             except FatalBackendError as exc:
                 self.case_errors.append(f"could not open a session: {_error_text(exc)}")
                 self._skip_rest("the session could not be opened")
@@ -192,11 +196,17 @@ class CaseRunner:
         return self._finish(started)  # after closing: close()'s warnings belong to the case
 
     def _note_abandoned(self, where: str) -> None:
-        """Warn about sync user code left running in its thread (since the last call)."""
+        """Warn about user code left running past its timeout (since the last call)."""
         for what in self._abandoned:
-            self.warnings.append(
-                f"{what}{where} still running after its timeout; its thread was abandoned"
-            )
+            if what.startswith(_ASYNC):
+                self.warnings.append(
+                    f"{what[len(_ASYNC) :]}{where} ignored its cancellation and is still "
+                    "running after its timeout; it was left behind"
+                )
+            else:
+                self.warnings.append(
+                    f"{what}{where} still running after its timeout; its thread was abandoned"
+                )
         self._abandoned.clear()
 
     async def _close(self, session: Session) -> None:
@@ -208,7 +218,7 @@ class CaseRunner:
         )
         try:
             async with asyncio.timeout(limit) as deadline:
-                await guarded(session.close(), "agent")
+                await guarded(session.close(), "agent", abandon_as=_ASYNC + "close()")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -233,7 +243,10 @@ class CaseRunner:
             dead_reason: str | None = None
             try:
                 async with asyncio.timeout(self.turn_timeout) as deadline:
-                    reply = checked_reply(await guarded(session.send(turn.input, files), "agent"))
+                    sent = guarded(
+                        session.send(turn.input, files), "agent", abandon_as=_ASYNC + "send()"
+                    )
+                    reply = checked_reply(await sent)
                 consecutive = 0
             except FatalBackendError as exc:
                 self._record_error(turn_index, turn, _error_text(exc), t0)

@@ -233,7 +233,7 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
         try:
             # Cancel what is left (a BaseException from one task, e.g. SystemExit, leaves the
             # others running); what they end with is the caller's to handle, not asyncio's log.
-            for _ in range(3):
+            for grace in (0.5, 0.1):  # bounded: user code may ignore its cancellation
                 pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
                 if not pending:
                     break
@@ -241,7 +241,7 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
                 for pending_task in pending:
                     pending_task.cancel()
                 with contextlib.suppress(BaseException):
-                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                    loop.run_until_complete(asyncio.wait(pending, timeout=grace))
             for done in seen:
                 if done.done() and not done.cancelled():
                     done.exception()  # retrieved: no "Task exception was never retrieved"

@@ -94,12 +94,26 @@ def _cancelling() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-async def guarded(awaitable: Awaitable[T], who: str) -> T:
+#: how long async user code may take to stop once cancelled, before it is left behind
+CANCEL_GRACE = 0.5
+#: tasks left behind (still running after their cancellation): kept from the collector
+_LEFT_BEHIND: set[asyncio.Future[Any]] = set()
+
+
+async def guarded(awaitable: Awaitable[T], who: str, *, abandon_as: str | None = None) -> T:
     """Await user code; a BaseException that is not an error becomes :class:`UserCodeAbort`.
 
     A ``CancelledError`` while this task is being cancelled (the run is
     interrupted, or an enclosing ``asyncio.timeout`` expired) is ours and propagates.
+
+    With ``abandon_as`` the code runs in a task of its own, so that async code
+    that catches and ignores its cancellation cannot hold its caller past a
+    deadline: once cancelled it has :data:`CANCEL_GRACE` seconds to stop, then
+    it is left running, reported like a stuck thread ("``abandon_as`` still
+    running after its timeout"), and the caller goes on.
     """
+    if abandon_as is not None:
+        return await _in_own_task(awaitable, who, abandon_as)
     try:
         return await awaitable
     except asyncio.CancelledError as exc:
@@ -112,6 +126,25 @@ async def guarded(awaitable: Awaitable[T], who: str) -> T:
         raise
     except BaseException as exc:  # a user-defined BaseException subclass
         raise UserCodeAbort(abort_text(exc, who)) from None
+
+
+async def _in_own_task(awaitable: Awaitable[T], who: str, label: str) -> T:
+    inner: asyncio.Future[T] = asyncio.ensure_future(guarded(awaitable, who))
+    try:
+        await asyncio.wait({inner})
+    except asyncio.CancelledError:
+        inner.cancel()
+        done, _ = await asyncio.wait({inner}, timeout=CANCEL_GRACE)
+        if not done:  # it swallowed its cancellation: leave it, say so, go on
+            _LEFT_BEHIND.add(inner)
+            inner.add_done_callback(_LEFT_BEHIND.discard)
+            found = _ABANDONED.get()
+            if found is not None:
+                found.append(label)
+        elif not inner.cancelled():
+            inner.exception()  # retrieved: the caller reports the timeout
+        raise
+    return inner.result()
 
 
 # ---------------------------------------------------------------------- abandoned work

@@ -240,11 +240,11 @@ def _is_score(value: Any) -> bool:
 async def _call_grader(grader: Callable[..., Any], ctx: GraderContext, what: str) -> Any:
     """The grader's outcome; a sync grader runs on a daemon thread."""
     if inspect.iscoroutinefunction(grader):
-        outcome = await guarded(grader(ctx), "grader")
+        outcome = await guarded(grader(ctx), "grader", abandon_as=f"async {what}")
     else:
         outcome = await guarded(THREADS.run(grader, ctx, what=what), "grader")
     if inspect.isawaitable(outcome):
-        outcome = await guarded(outcome, "grader")
+        outcome = await guarded(outcome, "grader", abandon_as=f"async {what}")
     return outcome
 
 
