@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench.reliability.backend_faults import agent_block
 
 from multiturn_eval.backends.anthropic import AnthropicBackend
 from multiturn_eval.backends.http import HttpBackend
@@ -412,17 +413,6 @@ def serve(kind: str) -> FakeServer:
     if kind == "semantic-kernel":
         return fo.FakeOpenAI(lambda request: fo.text("fine"))
     return fh.FakeHttpAgent(lambda request: fh.AgentReply("fine"))
-
-
-def agent_block(kind: str, server: Any) -> str:
-    if kind == "anthropic":
-        return f"  backend: anthropic\n  model: claude-haiku-4-5\n  base_url: {server.url}\n"
-    if kind == "semantic-kernel":
-        return (
-            "  backend: semantic-kernel\n  service: openai\n  model: gpt-4o-mini\n"
-            f"  base_url: {server.base_url}\n"
-        )
-    return f"  backend: http\n  url: {server.endpoint}\n"
 
 
 @pytest.mark.parametrize("fault", list(TIME_FAULTS))

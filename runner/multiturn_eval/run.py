@@ -210,9 +210,7 @@ def _compact(loaded: LoadedSuite) -> None:
     line of every argument matcher and the parsed YAML are about a third of the
     suite's memory.
     """
-    document = loaded.document
-    document.data = None
-    document.lines = {k: v for k, v in document.lines.items() if len(k) <= _LINE_DEPTH}
+    loaded.document.compact(_LINE_DEPTH)
 
 
 def run_loop(main: Coroutine[Any, Any, None]) -> None:

@@ -136,6 +136,11 @@ class YamlDocument:
                 return line
         return None
 
+    def compact(self, depth: int) -> None:
+        """Drop the raw data and the lines of paths deeper than ``depth`` (once loaded)."""
+        self.data = None
+        self.lines = {k: v for k, v in self.lines.items() if len(k) <= depth}
+
 
 def _show_tag(tag: str) -> str:
     return "!!" + tag[len(_TAG) :] if tag.startswith(_TAG) else tag
