@@ -40,6 +40,21 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def omitted_when_none(description: str | None = None) -> Any:
+    """An optional field that ``report.json`` leaves out while it is None.
+
+    Every field added to the report after 1.0 uses it, so a run that does not use
+    the feature writes the very bytes it wrote before (and readers of 1.0 reports
+    keep working): ``Field(default=None, exclude_if=...)``, honoured by pydantic's
+    serialiser and by the fallback walker in :mod:`multiturn_eval.sanitize`.
+    """
+    return Field(default=None, exclude_if=_is_none, description=description)
+
+
 class MetricResult(_Model):
     """One metric on one turn, or rolled up over a test case's turns."""
 
@@ -98,6 +113,54 @@ class TurnResult(_Model):
         return reasons
 
 
+class TurnPassCount(_Model):
+    """How often one turn passed over the runs of a repeated test case (SPEC 6.6)."""
+
+    turn_index: int
+    passed: int
+    """Runs in which this turn passed."""
+    runs: int
+    """Runs in which this turn was graded (ran, or was skipped)."""
+
+
+class RepeatSummary(_Model):
+    """A test case run K times (``--repeat K``): the verdict over its runs (SPEC 6.6)."""
+
+    runs: int
+    """K."""
+    passes: int
+    """Runs that passed."""
+    pass_rate: float
+    """passes / K."""
+    pass_all: bool
+    """pass^K: every run passed."""
+    pass_any: bool
+    """pass@K: at least one run passed."""
+    min_pass_rate: float
+    """The gate: the case passes the run when pass_rate >= min_pass_rate."""
+    flaky: bool
+    """The runs disagree (some passed, some failed)."""
+    turn_pass_counts: list[TurnPassCount] = Field(default_factory=list)
+    """Every turn's pass count, in turn order."""
+    varying_turns: list[int] = Field(default_factory=list)
+    """The turns whose outcome varied between runs (0-based)."""
+
+
+class CaseRun(_Model):
+    """One of the K runs of a repeated test case, in its own fresh session."""
+
+    run_index: int
+    passed: bool
+    outcome: Outcome
+    errors: list[str] = Field(default_factory=list)
+    duration_ms: float = 0.0
+    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    cost_usd: float | None = None
+    metric_results: list[MetricResult] = Field(default_factory=list)
+    turns: list[TurnResult] = Field(default_factory=list)
+    """This run's turns (a legacy single-turn case: its one turn)."""
+
+
 class CaseResult(_Model):
     index: int
     """Position of the test case in its suite file (0-based): results are identified by it."""
@@ -127,6 +190,10 @@ class CaseResult(_Model):
     tools_matched: bool | None = None
     arg_match_details: list[ArgMatchDetail] | None = None
     warnings: list[str] = Field(default_factory=list)
+    repeat: RepeatSummary | None = omitted_when_none(
+        "With --repeat K: the verdict over the K runs; the fields above are the run shown first."
+    )
+    runs: list[CaseRun] | None = omitted_when_none("With --repeat K: every run, in run order.")
 
     def all_turns(self) -> list[TurnResult]:
         """The turns of this case; a legacy case's single turn rebuilt from its fields."""
@@ -213,7 +280,7 @@ class RunInfo(_Model):
     """multiturn-eval version that produced the report."""
     stop_reason: str | None = None
     """Why the run did not complete (interrupted, authentication failure, ...)."""
-    github: GitHubRun | None = None
+    github: GitHubRun | None = omitted_when_none()
     """The workflow run, when the report was made in GitHub Actions."""
 
 

@@ -211,7 +211,11 @@ class _Walker:
         if isinstance(value, enum.Enum):
             return self.walk(value.value, path, depth + 1)
         if isinstance(value, BaseModel):  # its fields as they are: no serialiser that could fail
-            fields = {name: getattr(value, name) for name in type(value).model_fields}
+            fields = {
+                name: getattr(value, name)
+                for name, info in type(value).model_fields.items()
+                if info.exclude_if is None or not info.exclude_if(getattr(value, name))
+            }
             return self._container(fields, path, depth)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}

@@ -45,6 +45,8 @@ class RunSettings:
     """Seconds opening a test case's session (the factory, the backend's set-up) may take."""
     grader_timeout: float = 60.0
     """Seconds one code grader may take on one turn; past it that metric fails."""
+    repeat: int = 1
+    """Runs of every test case, each in a fresh session (``--repeat``, SPEC 6.6)."""
     report_dir: str = "multiturn-eval-report"
     format: tuple[str, ...] = REPORT_FORMATS
     sources: Mapping[str, Source] = field(default_factory=dict)

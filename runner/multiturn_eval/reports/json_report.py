@@ -64,9 +64,8 @@ def _dump_report(report: Report, indent: int | None) -> str:
     texts is linear, and gives the same bytes (``tests/test_report_reader.py``).
     """
     shell = report.model_copy(update={"results": []})
-    exclude = {"run": {"github"}} if report.run.github is None else None
     try:
-        head = shell.model_dump_json(indent=indent, exclude=exclude)
+        head = shell.model_dump_json(indent=indent)
     except Exception:  # the run and summary hold runner-made values; still never raise
         head = _dump_safe(shell, indent)
         if indent is None:
@@ -93,8 +92,6 @@ def _dump_safe(model: BaseModel, indent: int | None) -> str:
     elif isinstance(model, Report):
         for case, item in zip(model.results, data["results"], strict=True):
             _drop(item, _case_exclude(case))
-        if model.run.github is None:
-            data["run"].pop("github", None)
     return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
 
 
