@@ -109,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds one code grader may take on one turn (default 60)",
     )
+    run.add_argument(
+        "--repeat",
+        type=typed(parse_positive_int),
+        metavar="K",
+        help="run every test case K times, each in a fresh session (default 1); the case "
+        "passes when passes/K >= the suite's execution.min_pass_rate (default 1.0)",
+    )
     verbosity = run.add_mutually_exclusive_group()
     verbosity.add_argument(
         "-q", "--quiet", action="store_true", help="only failures and the summary"
@@ -162,6 +169,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         turn_timeout=args.turn_timeout,
         session_timeout=args.session_timeout,
         grader_timeout=args.grader_timeout,
+        repeat=args.repeat,
         report_dir=args.report_dir,
         formats=args.format,
         pattern=args.filter,

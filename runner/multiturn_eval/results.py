@@ -144,6 +144,10 @@ class RepeatSummary(_Model):
     """Every turn's pass count, in turn order."""
     varying_turns: list[int] = Field(default_factory=list)
     """The turns whose outcome varied between runs (0-based)."""
+    planned_runs: int | None = omitted_when_none(
+        "Set when fewer runs finished than were planned (an interrupted or stopped run): "
+        "the K asked for; ``runs`` and the verdict count the finished runs only."
+    )
 
 
 class CaseRun(_Model):
@@ -241,6 +245,25 @@ class MetricSummary(_Model):
     failed: int = 0
 
 
+class RepeatTotals(_Model):
+    """The run's repeated test cases in numbers (``Summary.repeat``); counts are test cases."""
+
+    runs_per_case: int
+    """The largest K of the run's suites."""
+    case_runs: int
+    """Case runs that finished, over every test case."""
+    pass_all: int
+    """Test cases with pass^K: every run passed."""
+    pass_any: int
+    """Test cases with pass@K: at least one run passed."""
+    flaky: int
+    """Test cases whose runs disagreed."""
+    pass_all_rate: float | None
+    """pass_all / test cases that ran; None when none ran."""
+    pass_any_rate: float | None
+    """pass_any / test cases that ran; None when none ran."""
+
+
 class Summary(_Model):
     total: int
     passed: int
@@ -254,6 +277,12 @@ class Summary(_Model):
     token_usage: TokenUsage
     cost_usd: float | None = None
     metrics: dict[str, MetricSummary] = Field(default_factory=dict)
+    repeat: RepeatTotals | None = omitted_when_none(
+        "With --repeat K > 1: pass^K / pass@K and flaky counts over the test cases."
+    )
+    mean_cost_per_case_run: float | None = omitted_when_none(
+        "With --repeat K > 1: cost_usd / case_runs (None when no cost was known)."
+    )
 
 
 class GitHubRun(_Model):
@@ -390,6 +419,7 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
     for name, scores in metric_scores.items():
         metrics[name].mean_score = sum(scores) / len(scores)
     ran = len(results) - skipped
+    repeat, mean_cost = _repeat_totals(results, ran)
     return Summary(
         total=len(results),
         passed=passed,
@@ -401,4 +431,146 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
         token_usage=TokenUsage.sum([c.token_usage for c in results]),
         cost_usd=sum_costs(c.cost_usd for c in results),
         metrics=metrics,
+        repeat=repeat,
+        mean_cost_per_case_run=mean_cost,
+    )
+
+
+def _repeat_totals(
+    results: Sequence[CaseResult], ran: int
+) -> tuple[RepeatTotals | None, float | None]:
+    """pass^K / pass@K totals; (None, None) unless some test case ran more than once."""
+    repeated = [c.repeat for c in results if c.repeat is not None]
+    if not repeated:
+        return None, None
+    case_runs = sum(r.runs for r in repeated) + sum(
+        1 for c in results if c.repeat is None and not c.skipped
+    )
+    pass_all = sum(1 for r in repeated if r.pass_all) + sum(
+        1 for c in results if c.repeat is None and c.passed
+    )
+    pass_any = sum(1 for r in repeated if r.pass_any) + sum(
+        1 for c in results if c.repeat is None and c.passed
+    )
+    totals = RepeatTotals(
+        runs_per_case=max(r.planned_runs or r.runs for r in repeated),
+        case_runs=case_runs,
+        pass_all=pass_all,
+        pass_any=pass_any,
+        flaky=sum(1 for r in repeated if r.flaky),
+        pass_all_rate=pass_all / ran if ran else None,
+        pass_any_rate=pass_any / ran if ran else None,
+    )
+    cost = sum_costs(c.cost_usd for c in results)
+    return totals, (cost / case_runs if cost is not None and case_runs else None)
+
+
+# --------------------------------------------------------------------------- repeats
+
+#: how far below the gate a pass rate may fall by float rounding alone (3/5 vs 0.6)
+_RATE_EPSILON = 1e-9
+
+
+def gate_passed(passes: int, runs: int, min_pass_rate: float) -> bool:
+    """passes / runs >= min_pass_rate, exact at the edge (``3 of 5`` passes ``0.6``)."""
+    return runs > 0 and passes / runs >= min_pass_rate - _RATE_EPSILON
+
+
+def aggregate_runs(
+    runs: Sequence[CaseResult | None], *, min_pass_rate: float = 1.0, planned: int | None = None
+) -> CaseResult:
+    """The K runs of one test case (``--repeat K``) as ONE result (SPEC 6.6).
+
+    - ``repeat`` gives passes / K, pass^K (all passed), pass@K (any passed),
+      each turn's pass count and the turns whose outcome varied; ``runs``
+      holds every run with its turns, in run order.
+    - ``passed`` is the gate: pass_rate >= ``min_pass_rate``.
+    - The other top-level fields (turns, errors, metric_results, outcome, the
+      legacy flattened turn) are ONE representative run, so every reporter
+      that shows "the failing turn" shows a real one: the first failing run
+      when the case failed the gate; when it passed, the first passing run
+      (run 0 whenever run 0 passed; with ``min_pass_rate`` < 1 a passing case
+      whose run 0 failed shows a passing run, so its turns agree with its
+      verdict).
+    - ``duration_ms``, ``token_usage`` and ``cost_usd`` are sums over every run.
+    - Warnings: the representative run's, then the others' (``run N: ...``),
+      each once.
+    - ``runs[i]`` is run i; None (or a not-run, skipped result) is a run that
+      did not finish (an interrupted or stopped run). Those are left out: the
+      verdict is over the finished runs, ``repeat.planned_runs`` says how many
+      were planned (``planned``, else ``len(runs)``), a warning says so, and
+      each kept run keeps its own ``run_index``.
+    """
+    planned = len(runs) if planned is None else planned
+    indexed = [(i, r) for i, r in enumerate(runs) if r is not None and not r.skipped]
+    finished = [r for _, r in indexed]
+    if not finished:
+        raise ValueError("aggregate_runs needs at least one finished run")
+    total = len(finished)
+    passes = sum(1 for r in finished if r.passed)
+    passed = gate_passed(passes, total, min_pass_rate)
+    representative = next(
+        (r for r in finished if r.passed == passed), finished[0]
+    )  # a failing run when the case failed, a passing one when it passed
+    counts: dict[int, list[int]] = {}
+    for run in finished:
+        for turn in run.all_turns():
+            count = counts.setdefault(turn.turn_index, [0, 0])
+            count[0] += turn.passed
+            count[1] += 1
+    turn_counts = [
+        TurnPassCount(turn_index=i, passed=p, runs=n) for i, (p, n) in sorted(counts.items())
+    ]
+    warnings = list(representative.warnings)
+    for number, run in indexed:
+        if run is representative:
+            continue
+        for warning in run.warnings:
+            text = f"run {number + 1}: {warning}"
+            if warning not in warnings and text not in warnings:
+                warnings.append(text)
+    short = planned > total
+    if short:
+        warnings.append(
+            f"only {total} of {planned} runs finished before the run stopped; "
+            "the verdict is over those"
+        )
+    summary = RepeatSummary(
+        runs=total,
+        passes=passes,
+        pass_rate=passes / total,
+        pass_all=passes == total,
+        pass_any=passes > 0,
+        min_pass_rate=min_pass_rate,
+        flaky=0 < passes < total,
+        turn_pass_counts=turn_counts,
+        varying_turns=[c.turn_index for c in turn_counts if 0 < c.passed < c.runs],
+        planned_runs=planned if short else None,
+    )
+    return representative.model_copy(
+        update={
+            "passed": passed,
+            "outcome": "passed" if passed else representative.outcome,
+            "duration_ms": sum(r.duration_ms for r in finished),
+            "token_usage": TokenUsage.sum([r.token_usage for r in finished]),
+            "cost_usd": sum_costs(r.cost_usd for r in finished),
+            "warnings": warnings,
+            "repeat": summary,
+            "runs": [case_run(i, r) for i, r in indexed],
+        }
+    )
+
+
+def case_run(run_index: int, result: CaseResult) -> CaseRun:
+    """One run of a repeated test case, as ``CaseResult.runs`` keeps it."""
+    return CaseRun(
+        run_index=run_index,
+        passed=result.passed,
+        outcome=result.outcome,
+        errors=list(result.errors),
+        duration_ms=result.duration_ms,
+        token_usage=result.token_usage,
+        cost_usd=result.cost_usd,
+        metric_results=result.metric_results,
+        turns=result.all_turns(),
     )

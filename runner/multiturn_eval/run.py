@@ -63,6 +63,8 @@ class RunOptions:
     turn_timeout: float | None = None
     session_timeout: float | None = None
     grader_timeout: float | None = None
+    repeat: int | None = None
+    """``--repeat K``: runs of every test case, each in a fresh session (SPEC 6.6)."""
     report_dir: str | None = None
     formats: tuple[str, ...] | None = None
     pattern: str | None = None
@@ -79,6 +81,7 @@ class RunOptions:
             "turn_timeout": self.turn_timeout,
             "session_timeout": self.session_timeout,
             "grader_timeout": self.grader_timeout,
+            "repeat": self.repeat,
             "report_dir": self.report_dir,
             "format": self.formats,
         }

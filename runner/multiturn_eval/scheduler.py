@@ -9,6 +9,17 @@ completion order.
 ``RunState`` holds everything finished so far, so whoever cancels the run (the
 CLI on Ctrl-C or SIGTERM) can still report it: :meth:`RunState.final_results`
 marks every test case that did not finish as not run.
+
+Repeats (``repeat`` K > 1, SPEC 6.6): the work is (test case, run) pairs in
+suite order, case by case (case 1 run 1, case 1 run 2, ..., case 2 run 1, ...);
+the ``parallel_test_cases`` workers pull them from one queue, so with
+``-p`` > 1 the runs of one case overlap, and at most ``-p`` sessions are open
+at once whatever K is. Each run is its own :class:`CaseRunner`, so its own
+fresh session. When the K runs of a case are in, they are rolled into one
+result (:func:`multiturn_eval.results.aggregate_runs`) and reported; a case
+interrupted part-way is reported over the runs that finished (with a warning
+and ``repeat.planned_runs``), a case none of whose runs finished as not run.
+With K = 1 nothing of this applies: one run, reported as it is.
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ from .backends.base import Backend
 from .case_runner import CaseRunner, not_run_result
 from .errors import FatalRunError
 from .loader import LoadedSuite
-from .results import CaseResult
+from .results import CaseResult, aggregate_runs
 from .settings import RunSettings
 
 
@@ -66,6 +77,8 @@ class RunState:
     plan: list[PlannedSuite]
     results: dict[tuple[int, int], CaseResult] = field(default_factory=dict)
     """(suite position, test-case index) -> result"""
+    partial_runs: dict[tuple[int, int], list[CaseResult | None]] = field(default_factory=dict)
+    """With repeats: the runs of a test case finished so far (None: not yet), until all are in."""
     stop_reason: str | None = None
     first_session_opened: float | None = None
     last_session_closed: float | None = None
@@ -79,10 +92,36 @@ class RunState:
         for s, planned in enumerate(self.plan):
             for index in planned.indices:
                 result = self.results.get((s, index))
+                if result is None:
+                    result = self._partial(s, index, planned)
                 out.append(
                     result if result is not None else not_run_result(planned.loaded, index, reason)
                 )
         return out
+
+    def _partial(self, s: int, index: int, planned: PlannedSuite) -> CaseResult | None:
+        """A repeated case whose runs did not all finish: the finished ones, else None."""
+        runs = self.partial_runs.get((s, index))
+        if runs is None or all(r is None for r in runs):
+            return None
+        return aggregate_runs(runs, min_pass_rate=planned.settings.min_pass_rate)
+
+    def add_run(
+        self, s: int, index: int, run: int, result: CaseResult, planned: PlannedSuite
+    ) -> CaseResult | None:
+        """Store one run; the test case's result once its last run is in (else None)."""
+        repeat = planned.settings.repeat
+        if repeat <= 1:
+            self.results[(s, index)] = result
+            return result
+        runs = self.partial_runs.setdefault((s, index), [None] * repeat)
+        runs[run] = result
+        if any(r is None for r in runs):
+            return None
+        del self.partial_runs[(s, index)]
+        combined = aggregate_runs(runs, min_pass_rate=planned.settings.min_pass_rate)
+        self.results[(s, index)] = combined
+        return combined
 
     @property
     def complete(self) -> bool:
@@ -112,10 +151,11 @@ async def run_plan(
 async def _run_suite(
     state: RunState, s: int, planned: PlannedSuite, backend: Backend, on_result: OnResult | None
 ) -> None:
-    pending = iter(planned.indices)
+    repeat = max(1, planned.settings.repeat)
+    pending = ((index, run) for index in planned.indices for run in range(repeat))
 
     async def worker() -> None:
-        for index in pending:  # the shared iterator hands each case to exactly one worker
+        for index, run in pending:  # the shared iterator hands each run to exactly one worker
             if state.stop_reason is not None:
                 return
             runner = CaseRunner(
@@ -138,11 +178,11 @@ async def _run_suite(
             finally:
                 state.in_flight -= 1
                 state.last_session_closed = time.perf_counter()
-            state.results[(s, index)] = result
-            if on_result is not None:
-                on_result(result)
+            finished = state.add_run(s, index, run, result, planned)
+            if finished is not None and on_result is not None:
+                on_result(finished)
 
-    workers = max(1, min(planned.settings.parallel_test_cases, len(planned.indices)))
+    workers = max(1, min(planned.settings.parallel_test_cases, len(planned.indices) * repeat))
     async with asyncio.TaskGroup() as group:
         for _ in range(workers):
             group.create_task(worker())

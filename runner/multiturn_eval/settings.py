@@ -7,7 +7,12 @@ caller, and passed in as a mapping.
 
 Settings a suite may set (``execution:``): ``parallel_test_cases``,
 ``turn_timeout``, ``session_timeout`` (opening a session, default 60 s) and
-``grader_timeout`` (one code grader on one turn, default 60 s). Run-wide settings (command line or environment only):
+``grader_timeout`` (one code grader on one turn, default 60 s), ``repeat``
+(runs of every test case, default 1) and ``min_pass_rate`` (with repeats, the
+share of runs a test case must pass, default 1.0). ``min_pass_rate`` is per
+suite like the others: each suite's own ``execution:`` block decides its cases
+(there is no command-line flag; ``MULTITURN_EVAL_MIN_PASS_RATE`` sets it for
+suites that do not). Run-wide settings (command line or environment only):
 ``report_dir``, ``format``. When several suites run, each uses its own
 ``execution:`` block; suites run one after another.
 """
@@ -32,6 +37,8 @@ DEFAULTS: dict[str, Any] = {
     "turn_timeout": 120.0,
     "session_timeout": 60.0,
     "grader_timeout": 60.0,
+    "repeat": 1,
+    "min_pass_rate": 1.0,
     "report_dir": "multiturn-eval-report",
     "format": REPORT_FORMATS,
 }
@@ -47,6 +54,8 @@ class RunSettings:
     """Seconds one code grader may take on one turn; past it that metric fails."""
     repeat: int = 1
     """Runs of every test case, each in a fresh session (``--repeat``, SPEC 6.6)."""
+    min_pass_rate: float = 1.0
+    """With repeats: a test case passes when passes / runs >= this (per suite)."""
     report_dir: str = "multiturn-eval-report"
     format: tuple[str, ...] = REPORT_FORMATS
     sources: Mapping[str, Source] = field(default_factory=dict)
@@ -79,6 +88,16 @@ def parse_positive_float(text: str) -> float:
     return value
 
 
+def parse_rate(text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError("must be a number greater than 0 and at most 1") from None
+    if not 0 < value <= 1:  # NaN too
+        raise ValueError("must be a number greater than 0 and at most 1")
+    return value
+
+
 def parse_formats(text: str | tuple[str, ...]) -> tuple[str, ...]:
     items = (
         text if isinstance(text, tuple) else tuple(p.strip() for p in text.split(",") if p.strip())
@@ -96,10 +115,22 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "turn_timeout": parse_positive_float,
     "session_timeout": parse_positive_float,
     "grader_timeout": parse_positive_float,
+    "repeat": parse_positive_int,
+    "min_pass_rate": parse_rate,
     "report_dir": str,
     "format": parse_formats,
 }
-_SUITE_SETTINGS = ("parallel_test_cases", "turn_timeout", "session_timeout", "grader_timeout")
+_SUITE_SETTINGS = (
+    "parallel_test_cases",
+    "turn_timeout",
+    "session_timeout",
+    "grader_timeout",
+    "repeat",
+    "min_pass_rate",
+)
+#: settings ``-v`` lists only when they are not at their default (runs without repeats
+#: print what they printed before)
+_QUIET_DEFAULTS = ("repeat", "min_pass_rate")
 
 
 def resolve_settings(
@@ -135,7 +166,9 @@ def resolve_settings(
                 )
                 issues.append(ConfigIssue(f"environment variable {var}={raw!r}: {reason}"))
             continue
-        values[name], sources[name] = DEFAULTS[name], "default"
+        values[name] = DEFAULTS[name]
+        if name not in _QUIET_DEFAULTS:
+            sources[name] = "default"
     if issues:
         raise ConfigError(issues)
     return RunSettings(**values, sources=sources, environment=environment)

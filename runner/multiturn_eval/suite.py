@@ -615,6 +615,21 @@ class ExecutionConfig(_Strict):
     grader_timeout: float | None = Field(
         default=None, gt=0, description="Seconds one code grader may take on a turn (default 60)."
     )
+    repeat: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="Runs of every test case, each in a fresh session (default 1; --repeat).",
+    )
+    min_pass_rate: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description=(
+            "With repeat > 1: a test case passes when passes / runs >= this (0 < rate <= 1, "
+            "default 1.0: every run must pass). Per suite."
+        ),
+    )
 
 
 class ModelPrice(_Strict):

@@ -289,3 +289,70 @@ def run_links(report: Report) -> RunLinks | None:
     sha = report.run.git_sha
     commit_url = f"{server}/{repo}/commit/{sha}" if sha and _SHA.fullmatch(sha) else None
     return RunLinks(run_url=run_url, artifacts_url=f"{run_url}#artifacts", commit_url=commit_url)
+
+
+# ------------------------------------------------------------------------ repeats
+
+
+def is_flaky(case: CaseResult) -> bool:
+    """The runs of a repeated case disagreed (some passed, some failed)."""
+    return case.repeat is not None and case.repeat.flaky
+
+
+def varying_turns(case: CaseResult) -> list[str]:
+    """``["turn 3 passed 2 of 5", ...]``: the turns whose outcome varied between runs.
+
+    A repeated case whose runs all failed the same turns has none; its
+    consistently failing turns are :func:`failing_turn_counts`.
+    """
+    if case.repeat is None:
+        return []
+    varying = set(case.repeat.varying_turns)
+    return [
+        f"turn {c.turn_index + 1} passed {c.passed} of {c.runs}"
+        for c in case.repeat.turn_pass_counts
+        if c.turn_index in varying
+    ]
+
+
+def failing_turn_counts(case: CaseResult) -> list[str]:
+    """Every turn that failed in some run, with its pass count (varying or not)."""
+    if case.repeat is None:
+        return []
+    return [
+        f"turn {c.turn_index + 1} passed {c.passed} of {c.runs}"
+        for c in case.repeat.turn_pass_counts
+        if c.passed < c.runs
+    ]
+
+
+def runs_text(case: CaseResult) -> str | None:
+    """``3/5 runs passed (needs 100%)``; None for a case that ran once."""
+    r = case.repeat
+    if r is None:
+        return None
+    planned = f" ({r.planned_runs} planned)" if r.planned_runs else ""
+    return (
+        f"{r.passes}/{r.runs} runs passed{planned} "
+        f"(needs {r.min_pass_rate * 100:g}%; pass^{r.runs} {'yes' if r.pass_all else 'no'}, "
+        f"pass@{r.runs} {'yes' if r.pass_any else 'no'})"
+    )
+
+
+def repeat_reason(case: CaseResult) -> str | None:
+    """One line for a repeated case: its runs, then the turns that varied (or failed)."""
+    text = runs_text(case)
+    if text is None:
+        return None
+    turns = varying_turns(case) or failing_turn_counts(case)
+    return f"{text}: {', '.join(turns)}" if turns else text
+
+
+def representative_run(case: CaseResult) -> int | None:
+    """Which run (0-based) the case's top-level turns are; None for a case that ran once."""
+    if case.runs is None:
+        return None
+    for run in case.runs:
+        if run.passed == case.passed:
+            return run.run_index
+    return case.runs[0].run_index if case.runs else None

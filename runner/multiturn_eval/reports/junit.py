@@ -14,6 +14,17 @@
   ``message`` attribute and as the element's text (readers differ in which
   one they show).
 
+Repeated test cases (``--repeat K``) are still one ``<testcase>`` each, with
+``time`` the sum of their runs. A failing one's ``message`` starts with the
+pass rate and the turns whose outcome varied (``2/5 runs passed (needs 100%;
+...): turn 3 passed 2 of 5; first failure: turn 3: ...``); its text lists every
+run's outcome, then the turns of the first failing run. JUnit has no "flaky"
+status: a flaky case that passed the gate gets a ``<flakyFailure>`` (Maven
+Surefire's element for "failed, then passed on a rerun", which Jenkins and
+Surefire-aware reporters show as flaky) plus a ``<system-out>`` note with the
+same words (what GitLab and most dashboards display); a reader that knows
+neither still sees a passed test.
+
 Valid against the Jenkins JUnit schema plus ``file``/``line`` (the copy in
 ``tests/data/junit``). Built with :mod:`xml.etree.ElementTree`, which escapes
 markup; characters XML 1.0 cannot carry (NUL and other controls, U+FFFE,
@@ -79,9 +90,31 @@ def _turn_text(turn: TurnResult, total: int) -> list[str]:
     return lines
 
 
+def _runs_lines(case: CaseResult) -> list[str]:
+    """A repeated case: the pass rate, the varying turns, every run's outcome."""
+    reason = v.repeat_reason(case)
+    if reason is None or case.runs is None:
+        return []
+    lines = [_field(reason)]
+    for run in case.runs:
+        line = f"run {run.run_index + 1}: {run.outcome.upper()}"
+        failing = next((t for t in run.turns if not t.passed and not t.skipped), None)
+        if failing is not None:
+            checks = v.failed_checks(failing)
+            why = v.check_text(checks[0]) if checks else "failed"
+            line += f": turn {failing.turn_index + 1}: {_one_line(why, 300)}"
+        elif run.errors and not run.passed:
+            line += f": {_one_line(run.errors[0], 300)}"
+        lines.append(line)
+    shown = v.representative_run(case)
+    if shown is not None:
+        lines.append(f"the turns of run {shown + 1}:")
+    return lines
+
+
 def _case_text(case: CaseResult) -> str:
     turns = case.all_turns()
-    lines: list[str] = []
+    lines: list[str] = _runs_lines(case)
     turn_errors = {e for t in turns for e in t.errors}
     for error in case.errors:
         if error not in turn_errors:
@@ -104,9 +137,18 @@ def _testcase(parent: ET.Element, case: CaseResult) -> None:
         attrs["line"] = str(case.line)
     element = ET.SubElement(parent, "testcase", attrs)
     if case.passed:
+        if v.is_flaky(case):
+            note = _one_line(f"flaky: {v.repeat_reason(case)}")
+            ET.SubElement(
+                element, "flakyFailure", {"type": "Flaky", "message": note}
+            ).text = _case_text(case)
+            ET.SubElement(element, "system-out").text = note + "\n"
         return
     first = v.first_failure(case)
     message = _one_line(first.reason if first is not None else "failed")
+    repeat = v.repeat_reason(case)
+    if repeat is not None and case.outcome != "skipped":
+        message = _one_line(f"{repeat}; first failure: {message}")
     if case.outcome == "skipped":
         # the reason as text too: some readers show only one of the two
         ET.SubElement(element, "skipped", {"message": message}).text = message

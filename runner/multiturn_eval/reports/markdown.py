@@ -30,6 +30,13 @@ important first (a failed check, then an infrastructure error; the earliest
 failing turn first; suite order among equals), then one table row for each
 further failure while room is left, then
 a count of what was left out and where to find it.
+
+**Repeats** (``--repeat K``, K > 1): the totals table gets pass^K, pass@K,
+flaky and mean-cost-per-run columns; a "Flaky" section lists every test case
+whose runs disagreed, passing the gate or not, with its pass rate and the turns
+whose outcome varied ("turn 3 passed 2 of 5"); a failing case's block says how
+many runs passed, and its turn table is the first failing run. Runs without
+repeats render exactly as before.
 """
 
 from __future__ import annotations
@@ -179,6 +186,10 @@ class _Totals:
     duration: str
     extra_rows: list[Any] = field(default_factory=list)
     """Room for a baseline-delta row (SPEC 6.7, later)."""
+    repeat_head: str = ""
+    """With repeats: the extra header cells (``| pass^K | ...``); empty otherwise."""
+    repeat_align: str = ""
+    repeat_cells: str = ""
 
 
 @dataclass
@@ -243,7 +254,7 @@ def _totals(report: Report) -> _Totals:
     cached = usage.cache_read_tokens + usage.cache_creation_tokens
     if cached:
         tokens += f" ({cached:,} cached)"
-    return _Totals(
+    totals = _Totals(
         cases=f"{s.total:,}: " + ", ".join(cases),
         turns=f"{s.turns.total:,}: " + ", ".join(turns),
         pass_rate=v.rate(s.pass_rate),
@@ -251,6 +262,33 @@ def _totals(report: Report) -> _Totals:
         cost=v.cost(s.cost_usd),
         duration=v.duration(report.run.duration_ms),
     )
+    r = s.repeat
+    if r is not None:
+        k = r.runs_per_case
+        totals.repeat_head = f" pass^{k} | pass@{k} | Flaky | Cost per case run |"
+        totals.repeat_align = "--:|--:|--:|--:|"
+        totals.repeat_cells = (
+            f" {r.pass_all:,} ({v.rate(r.pass_all_rate)}) | {r.pass_any:,} ({v.rate(r.pass_any_rate)})"
+            f" | {r.flaky:,} | {v.cost(s.mean_cost_per_case_run)} |"
+        )
+    return totals
+
+
+#: at most this many flaky test cases listed in the comment (report.html lists them all)
+MAX_FLAKY = 50
+
+
+def _flaky_lines(report: Report) -> list[str]:
+    """The "Flaky" section: every test case whose runs disagreed, passing or failing."""
+    flaky = [c for c in report.results if v.is_flaky(c)]
+    lines = [
+        f"- {v.STATUS_ICON[c.outcome]} {_case_title(c)} · {md_text(v.repeat_reason(c) or '', 400)}"
+        f" · {_where(c)}"
+        for c in flaky[:MAX_FLAKY]
+    ]
+    if len(flaky) > MAX_FLAKY:
+        lines.append(f"- <i>{len(flaky) - MAX_FLAKY:,} more in report.html</i>")
+    return lines
 
 
 def _suite_rows(report: Report) -> list[_SuiteRow]:
@@ -359,9 +397,16 @@ def _block(case: CaseResult, limits: _Limits) -> _Block:
     turns = case.all_turns()
     passed = sum(1 for t in turns if t.passed)
     stats = f"{passed} of {v.plural(len(turns), 'turn')} passed · {v.duration(case.duration_ms)}"
+    runs = v.runs_text(case)
+    shown = v.representative_run(case)
+    if runs is not None and shown is not None:
+        stats = f"{md_text(runs)} · turns of run {shown + 1}: " + stats
     if case.token_usage.total_tokens:
         stats += f" · {case.token_usage.total_tokens:,} tokens"
     reason = first.reason if first is not None else "failed"
+    repeat = v.repeat_reason(case)
+    if repeat is not None:
+        reason = f"{repeat}; first failure: {reason}"
     more = f" <i>(+{first.more} more)</i>" if first is not None and first.more else ""
     turn_errors = {e for t in turns for e in t.errors}
     return _Block(
@@ -378,10 +423,14 @@ def _block(case: CaseResult, limits: _Limits) -> _Block:
 
 def _compact_row(case: CaseResult) -> _CompactRow:
     first = v.first_failure(case)
+    reason = first.reason if first else "failed"
+    repeat = v.repeat_reason(case)
+    if repeat is not None:
+        reason = f"{repeat}; first failure: {reason}"
     return _CompactRow(
         title=f"{v.STATUS_ICON[case.outcome]} {_case_title(case)}",
         where=_where(case),
-        reason=md_text(first.reason if first else "failed", 160),
+        reason=md_text(reason, 160 if repeat is None else 320),
     )
 
 
@@ -477,6 +526,7 @@ def render_markdown(report: Report) -> str:
             else ""
         ),
         "footer": _footer(report, links),
+        "flaky": _flaky_lines(report),
     }
     template = _templates().get_template("summary.md.j2")
     if not failing:
