@@ -14,6 +14,10 @@ Verbosity:
   as it finishes (failing turns in detail right away), and a recap of the
   failing test cases at the end.
 
+A repeated test case (``--repeat K``) is one line too: ``3/5 runs`` after its
+turn counts (those are of the run shown: the first failing run of a failing
+case), and ``flaky: turn 3 passed 2 of 5`` when its runs disagreed.
+
 Agent text is untrusted: it is redacted *before* it is cut (so a cut cannot
 leave half a secret), control characters and ANSI escapes are removed, and
 newlines are shown as ``⏎`` so it never starts a line. Under GitHub Actions
@@ -150,6 +154,10 @@ class Console:
         turns = result.all_turns()
         status = self._paint(result.outcome, f"{_STATUS[result.outcome]:<5}")
         counts = f"{sum(t.passed for t in turns)}/{len(turns)} turns"
+        if result.repeat is not None:
+            counts += f"  {result.repeat.passes}/{result.repeat.runs} runs"
+            if result.repeat.flaky:
+                counts += f"  flaky: {', '.join(v.varying_turns(result)) or 'case-level errors'}"
         name = f"{self.clip(result.suite_name, 60)}::{self.clip(result.name, 120)}"
         line = f"{status} {name}  {counts}  {_seconds(result.duration_ms)}"
         first = v.first_failure(result)

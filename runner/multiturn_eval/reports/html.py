@@ -18,6 +18,15 @@
 - **Filter and search**: "only failures" and a search by suite or test-case
   name (hidden without JavaScript, where the rows are all shown).
 
+- **Repeats** (``--repeat K``): a repeated case's row also says ``3/5 runs``
+  and the turns that varied; opened, it shows the verdict over its runs, a
+  per-turn pass-rate strip (a cell per turn: ``2/5``, coloured all / some /
+  none), and a ``<details>`` per run (the first failing run open), each with
+  that run's turns as static HTML -- so every run reads without JavaScript.
+  Past :data:`STATIC_RUN_TURNS` turns in all, a run's block gives its outcome
+  and first failure only (its turns are in ``report.json``). The turns drawn
+  by the script are the case's representative run, as elsewhere.
+
 Agent text is escaped by jinja2's autoescape (static parts) and never parsed
 as HTML (the script); control characters and ANSI escapes are removed from
 what is shown. Long replies are kept whole (in a scrolling box).
@@ -44,6 +53,9 @@ from . import _view as v
 
 STATIC_TURNS = 400
 """Turns also written as static HTML for readers without JavaScript (failing test cases first)."""
+
+STATIC_RUN_TURNS = 2_000
+"""Turns of the runs of repeated test cases written out per run (in suite order)."""
 
 _REASON_LIMIT = 400
 _TEMPLATES = Path(__file__).with_name("templates")
@@ -204,6 +216,9 @@ def _case_view(case: CaseResult, index: int, static: bool) -> dict[str, Any]:
             reason += "…"
         if first.more:
             reason += f" (+{first.more} more)"
+        repeat = v.repeat_reason(case)
+        if repeat is not None:
+            reason = f"{repeat}; first failure: {reason}"
     return {
         "i": index,
         "outcome": case.outcome,
@@ -217,6 +232,62 @@ def _case_view(case: CaseResult, index: int, static: bool) -> dict[str, Any]:
         "notes": notes,
         "has_turns": bool(turns) and not case.skipped,
         "static_turns": [_static_turn(t, len(turns)) for t in turns] if static else [],
+        "repeat": None,
+    }
+
+
+def _repeat_view(case: CaseResult, budget: list[int]) -> dict[str, Any] | None:
+    """A repeated case's runs: the verdict line, the pass-rate strip, a block per run."""
+    r = case.repeat
+    if r is None or case.runs is None:
+        return None
+    strip = []
+    for count in r.turn_pass_counts:
+        cls = "all" if count.passed == count.runs else "none" if count.passed == 0 else "some"
+        strip.append(
+            {
+                "cls": cls,
+                "label": f"{count.turn_index + 1}: {count.passed}/{count.runs}",
+                "title": f"turn {count.turn_index + 1} passed {count.passed} of {count.runs} runs",
+            }
+        )
+    shown = v.representative_run(case)
+    runs = []
+    for run in case.runs:
+        turns = run.turns
+        static = len(turns) <= budget[0]
+        if static:
+            budget[0] -= len(turns)
+        failing = next((t for t in turns if not t.passed and not t.skipped), None)
+        reason = ""
+        if failing is not None:
+            checks = v.failed_checks(failing)
+            why = v.check_text(checks[0]) if checks else "failed"
+            reason = f"turn {failing.turn_index + 1}: {why}"
+        elif run.errors and not run.passed:
+            reason = run.errors[0]
+        reason, left = v.cut(v.clean(reason), _REASON_LIMIT)
+        passed = sum(1 for t in turns if t.passed)
+        runs.append(
+            {
+                "n": run.run_index + 1,
+                "outcome": run.outcome,
+                "word": v.STATUS_WORD[run.outcome],
+                "stats": f"{passed}/{len(turns)} turns · {v.duration(run.duration_ms)}"
+                + (" · shown above" if run.run_index == shown else ""),
+                "reason": reason + ("…" if left else ""),
+                "open": not run.passed and run.run_index == shown,
+                "turns": [_static_turn(t, len(turns)) for t in turns] if static else [],
+                "omitted": not static,
+            }
+        )
+    varying = v.varying_turns(case)
+    return {
+        "text": v.runs_text(case) or "",
+        "varying": ("varied: " + ", ".join(varying)) if varying else "",
+        "strip": strip,
+        "runs": runs,
+        "shown": "" if shown is None else f"The turns below the runs are run {shown + 1}'s.",
     }
 
 
@@ -273,6 +344,15 @@ def render_html(report: Report) -> str:
     verdict_class, verdict = _verdict(report)
     static = _static_cases(report)
     cases = [_case_view(case, i, i in static) for i, case in enumerate(report.results)]
+    budget = [STATIC_RUN_TURNS]
+    for view, case in zip(cases, report.results, strict=True):
+        repeat = _repeat_view(case, budget)
+        if repeat is not None:
+            view["repeat"] = repeat
+            assert case.repeat is not None
+            view["stats"] += f" · {case.repeat.passes}/{case.repeat.runs} runs"
+            if case.repeat.flaky:
+                view["stats"] += " · flaky"
     turns = [f"{s.turns.passed:,} passed"]
     if s.turns.failed:
         turns.append(f"{s.turns.failed:,} failed")
