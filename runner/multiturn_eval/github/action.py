@@ -313,6 +313,7 @@ class Action:
 
         options = RunOptions(
             parallel_test_cases=inputs.parallel_test_cases,
+            repeat=inputs.repeat,
             report_dir=os.path.relpath(inputs.report_dir, inputs.working_directory),
             formats=("json", "junit", "markdown", "html"),
             pattern=inputs.filter or None,

@@ -48,6 +48,11 @@ def turn_annotation(case: CaseResult, turn: TurnResult, file: str | None) -> Ann
     if turn.ground_truth is not None:
         lines.append(f"expected: {_quote(turn.ground_truth)}")
     lines.append(f"got:      {_quote(turn.response)}")
+    if case.repeat is not None:  # --repeat: which run this is, and how the turns fared
+        from ..reports._view import repeat_reason, representative_run
+
+        run = representative_run(case)
+        lines.insert(1, f"{repeat_reason(case)}; this is run {(run or 0) + 1}")
     return Annotation(
         level="error",
         title=f"{case.suite_name} › {case.name} › turn {turn.turn_index + 1}",

@@ -127,7 +127,7 @@ def failure_annotations(
 ) -> list[Annotation]:
     """The failing turns (most important first, within ``budget`` errors), then a notice."""
     ranked = rank_annotations(report, suite_file, budget)
-    out = list(ranked.annotations)
+    out = list(ranked.annotations) + flaky_annotations(report, suite_file)
     if not report.results or report.summary.failed == 0:
         return out
     shown = len(ranked.annotations)
@@ -147,6 +147,44 @@ def failure_annotations(
             title="multiturn-eval",
         )
     )
+    return out
+
+
+#: warning annotations for flaky test cases that passed the gate (GitHub shows 10 per step)
+FLAKY_ANNOTATIONS = 10
+
+
+def flaky_annotations(
+    report: Report, suite_file: Callable[[str], str | None], budget: int = FLAKY_ANNOTATIONS
+) -> list[Annotation]:
+    """A warning at the first varying turn of each flaky test case that passed the gate.
+
+    (A flaky case that failed the gate already has its error annotation at its
+    first failing run's failing turn, which says how many runs passed.)
+    """
+    from ..reports._view import repeat_reason
+
+    out: list[Annotation] = []
+    for case in report.results:
+        r = case.repeat
+        if r is None or not r.flaky or not case.passed:
+            continue
+        if len(out) == budget:
+            break
+        varying = r.varying_turns[0] if r.varying_turns else None
+        turn = next((t for t in case.all_turns() if t.turn_index == varying), None)
+        title = f"{case.suite_name} › {case.name}"
+        if varying is not None:
+            title += f" › turn {varying + 1}"
+        out.append(
+            Annotation(
+                "warning",
+                f"Flaky (passed the gate): {repeat_reason(case)}",
+                title=f"{title} (flaky)",
+                file=suite_file(case.suite),
+                line=(turn.line if turn is not None else None) or case.line,
+            )
+        )
     return out
 
 

@@ -37,6 +37,7 @@ CommentMode = Literal["auto", "always", "never"]
 INPUTS: dict[str, str | None] = {
     "suite": None,
     "parallel-test-cases": "",
+    "repeat": "",
     "report-dir": "multiturn-eval-report",
     "filter": "",
     "tags": "",
@@ -67,6 +68,8 @@ class ActionInputs:
     report_dir: Path
     """absolute, inside the workspace"""
     parallel_test_cases: int | None = None
+    repeat: int | None = None
+    """``repeat``: runs of every test case (empty: the suite's ``execution.repeat``, else 1)."""
     filter: str | None = None
     tags: list[str] = field(default_factory=list)
     comment: CommentMode = "auto"
@@ -146,6 +149,16 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
                 )
             )
 
+    repeat: int | None = None
+    repeat_text = raw_input(env, "repeat")
+    if repeat_text:
+        try:
+            repeat = parse_positive_int(repeat_text)
+        except ValueError:
+            problems.append(
+                InputProblem("repeat", f"{repeat_text!r} is not a whole number from 1 to 1024")
+            )
+
     comment = raw_input(env, "comment").lower() or "auto"
     if comment not in ("auto", "always", "never"):
         problems.append(
@@ -183,6 +196,7 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
         working_directory=workdir,
         report_dir=report_dir,
         parallel_test_cases=parallel,
+        repeat=repeat,
         filter=raw_input(env, "filter") or None,
         tags=_split(raw_input(env, "tags"), r"[\s,]+"),
         comment=comment,  # type: ignore[arg-type]  # checked above
