@@ -14,6 +14,10 @@ one, so the *set* of outcomes over K runs does not depend on which run opens
 first (``-p`` > 1 may reorder them): the tests compute it with
 :func:`turn_is_right` and compare with the report.
 
+``slow_sessions: [numbers]`` with ``marker: PATH``: those sessions touch
+``PATH`` when their first turn is sent, then take ``slow_seconds`` (default 60)
+to answer -- a test interrupts the run while they wait.
+
 Every session remembers the messages it was sent; ``HISTORIES`` keeps them per
 session, so a test sees whether a run got another run's conversation.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+from pathlib import Path
 from typing import Any
 
 from multiturn_eval import CaseContext, TokenUsage, TurnReply
@@ -73,6 +78,9 @@ class FlakySession:
         turn = len(self.history)
         self.history.append(message)
         await asyncio.sleep(float(self.context.get("delay", 0)))
+        if self.number in self.context.get("slow_sessions", []):
+            Path(self.context["marker"]).touch()  # noqa: ASYNC240 - a test marker, once
+            await asyncio.sleep(float(self.context.get("slow_seconds", 60)))
         answers = self.context.get("answers", [])
         right = answers[turn] if turn < len(answers) else ""
         answer = right if turn_is_right(self.context, self.case, self.number, turn) else "-1"
