@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -511,3 +512,77 @@ def test_an_interrupt_during_repeats_still_writes_every_report(tmp_path: Path) -
         assert (tmp_path / "out" / name).stat().st_size > 0
     ET.fromstring((tmp_path / "out" / "junit.xml").read_text())
     assert "1/1 runs passed (3 planned)" in (tmp_path / "out" / "report.html").read_text()
+
+
+# ------------------------------------------------------------------- report.html
+
+
+def _flaky_html(project: Project) -> str:
+    write_suite(
+        project,
+        [
+            flaky_case("steady", [1, 2]),
+            flaky_case("wobbly", [1, 2, 3], fail_in_sessions={"1": [1, 2]}),
+        ],
+    )
+    result = project.run("run", "suite.yaml", "--repeat", "4", formats=("json", "html"))
+    assert result.code == 1, result.out
+    return (result.report_dir / "report.html").read_text(encoding="utf-8")
+
+
+def test_html_has_a_block_per_run_and_a_pass_rate_strip_without_javascript(
+    project: Project,
+) -> None:
+    from tests.test_reports_html import Elements
+
+    page = _flaky_html(project)
+    parsed = Elements(page)
+    runs = [a for a in parsed.all("details") if "run" in (a.get("class") or "").split()]
+    assert len(runs) == 2 * 4
+    assert [a["class"] for a in runs[4:]] == [
+        "run passed",
+        "run failed",
+        "run failed",
+        "run passed",
+    ]
+    assert [("open" in a) for a in runs[4:]] == [False, True, False, False]  # first failing run
+    strip = [a["class"] for a in parsed.all("li") if a.get("title")]
+    assert strip[-3:] == ["all", "some", "all"]
+    assert 'title="turn 2 passed 2 of 4 runs"' in page
+    assert "2/4 runs passed" in page and "varied: turn 2 passed 2 of 4" in page
+    # every run's turns as static HTML (outside <noscript>), so they read without JS
+    outside = re.sub(r"<noscript>.*?</noscript>", "", page, flags=re.DOTALL)
+    assert outside.count('<section class="turn') == (2 + 3) * 4
+    for _tag, attrs in parsed.elements:
+        for name in ("src", "href", "action"):
+            value = attrs.get(name)
+            assert value is None or value.startswith("data:")
+
+
+def test_html_runs_open_in_a_browser_without_javascript(project: Project) -> None:
+    from tests.test_reports_html import _browser_missing, _driver
+
+    missing = _browser_missing()
+    if missing:
+        pytest.skip(missing)
+    from selenium.webdriver.common.by import By
+
+    page = _flaky_html(project)
+    path = project.root / "page.html"
+    path.write_text(page, encoding="utf-8")
+    driver = _driver(project.root / "profile", javascript=False)
+    try:
+        driver.get(path.as_uri())
+        driver.find_element(By.CSS_SELECTOR, "#case-1 > summary").click()
+        runs = driver.find_elements(By.CSS_SELECTOR, "#case-1 details.run")
+        assert len(runs) == 4
+        open_turns = runs[1].find_elements(By.CSS_SELECTOR, "section.turn")
+        assert [t.is_displayed() for t in open_turns] == [True, True, True]
+        closed = runs[0].find_elements(By.CSS_SELECTOR, "section.turn")
+        assert not any(t.is_displayed() for t in closed)
+        runs[0].find_element(By.CSS_SELECTOR, "summary").click()
+        assert all(t.is_displayed() for t in closed)
+        cells = driver.find_elements(By.CSS_SELECTOR, "#case-1 .strip li")
+        assert [c.text for c in cells] == ["turn 1: 4/4", "turn 2: 2/4", "turn 3: 4/4"]
+    finally:
+        driver.quit()
