@@ -196,6 +196,10 @@ class Console:
         self.write(
             f"  {self.clip(result.suite_name, 60)}::{self.clip(result.name, 120)} ({self.clip(where)})"
         )
+        repeat = v.repeat_reason(result)
+        shown = v.representative_run(result)
+        if repeat is not None and shown is not None:
+            self.write(f"    {self.clip(repeat, 300)}; the turns below are run {shown + 1}")
         turns = result.all_turns()
         turn_errors = {e for t in turns for e in t.errors}
         for error in result.errors:

@@ -274,7 +274,7 @@ def _repeat_view(case: CaseResult, budget: list[int]) -> dict[str, Any] | None:
                 "outcome": run.outcome,
                 "word": v.STATUS_WORD[run.outcome],
                 "stats": f"{passed}/{len(turns)} turns · {v.duration(run.duration_ms)}"
-                + (" · shown above" if run.run_index == shown else ""),
+                + (" · also shown below" if run.run_index == shown else ""),
                 "reason": reason + ("…" if left else ""),
                 "open": not run.passed and run.run_index == shown,
                 "turns": [_static_turn(t, len(turns)) for t in turns] if static else [],
