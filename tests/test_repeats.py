@@ -586,3 +586,59 @@ def test_html_runs_open_in_a_browser_without_javascript(project: Project) -> Non
         assert [c.text for c in cells] == ["turn 1: 4/4", "turn 2: 2/4", "turn 3: 4/4"]
     finally:
         driver.quit()
+
+
+# ------------------------------------------------------------------- golden files
+
+
+def repeated_report() -> Report:
+    """A hand-built repeated run (no clock): a steady case, a flaky failing one, a flaky
+    passing one within its gate, and a case every run of which fails the same turn."""
+    from tests.reports_fixtures import case, metric, report, turn
+
+    def numeric(ok: bool, got: str, want: str) -> list[Any]:
+        text = f"expected {want}, got {got}"
+        return [
+            metric("numeric", ok, text if ok else f"{text}: off by 1", score=1.0 if ok else 0.0)
+        ]
+
+    def run(name: str, index: int, answers: list[str], truths: list[str], **kw: Any) -> CaseResult:
+        turns = [
+            turn(
+                i,
+                f"question {i + 1}",
+                got,
+                ground_truth=want,
+                metrics=numeric(got == want, got, want),
+                line=10 + 4 * index + i,
+                tokens=50,
+                cost_usd=0.0005,
+            )
+            for i, (got, want) in enumerate(zip(answers, truths, strict=True))
+        ]
+        return case(index, name, turns, line=9 + 4 * index, **kw)
+
+    truths = ["1", "2", "3"]
+    steady = [run("steady", 0, truths, truths) for _ in range(4)]
+    flaky = [run("flaky", 1, ["1", "2", got], truths) for got in ("3", "4", "3", "4")]
+    within = [run("within", 2, ["1", got, "3"], truths) for got in ("2", "2", "9", "2")]
+    broken = [run("broken", 3, ["0", "2", "3"], truths) for _ in range(4)]
+    results = [
+        aggregate_runs(steady),
+        aggregate_runs(flaky),
+        aggregate_runs(within, min_pass_rate=0.75),
+        aggregate_runs(broken),
+    ]
+    return report(results)
+
+
+def test_golden_repeated_junit_and_summary() -> None:
+    from multiturn_eval.reports.junit import render_junit
+    from multiturn_eval.reports.markdown import render_markdown
+    from tests.reports_fixtures import check_golden
+
+    rep = repeated_report()
+    junit = render_junit(rep)
+    xmlschema.XMLSchema(XSD).validate(junit)
+    check_golden("junit-repeat.xml", junit)
+    check_golden("summary-repeat.md", render_markdown(rep))
