@@ -642,3 +642,29 @@ def test_golden_repeated_junit_and_summary() -> None:
     xmlschema.XMLSchema(XSD).validate(junit)
     check_golden("junit-repeat.xml", junit)
     check_golden("summary-repeat.md", render_markdown(rep))
+
+
+def test_a_fatal_backend_error_during_repeats_stops_the_run_and_keeps_the_finished_runs(
+    project: Project,
+) -> None:
+    steps = [{"response": "ok"}, {"raise": "fatal"}]
+    cases = [
+        {"name": "first", "context": {"script": [{"response": "ok"}]}, "turns": [{"input": "x"}]},
+        {"name": "dies", "context": {"script": steps}, "turns": [{"input": "a"}, {"input": "b"}]},
+        {"name": "after", "context": {"script": []}, "turns": [{"input": "y"}]},
+    ]
+    project.write(
+        "suite.yaml",
+        "agent: {backend: python, factory: 'tests.agents:scripted'}\ntest_cases: "
+        + json.dumps(cases)
+        + "\n",
+    )
+    result = project.run("run", "suite.yaml", "--repeat", "3", formats=FORMATS)
+    assert result.code == 3, result.out
+    first, dies, after = result.report["results"]
+    assert first["repeat"]["runs"] == 3 and first["passed"]
+    assert dies["repeat"]["runs"] == 1 and dies["repeat"]["planned_runs"] == 3
+    assert not dies["passed"] and dies["outcome"] == "error"
+    assert after["skipped"] and "repeat" not in after
+    assert agents.OPENED == ["first"] * 3 + ["dies"]  # nothing started after the fatal error
+    assert not result.report["run"]["complete"]
