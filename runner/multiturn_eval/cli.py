@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--parallel-test-cases",
         type=typed(parse_positive_int),
         metavar="N",
-        help="test cases in flight at once (default 1)",
+        help="test cases in flight at once (default 1; with --repeat: case runs)",
     )
     run.add_argument(
         "-o",
