@@ -14,6 +14,9 @@ one, so the *set* of outcomes over K runs does not depend on which run opens
 first (``-p`` > 1 may reorder them): the tests compute it with
 :func:`turn_is_right` and compare with the report.
 
+``wait_for_open: N``: the first turn waits (up to 5 s) until N sessions were
+open at once, so a test sees runs overlap without relying on timing.
+
 ``slow_sessions: [numbers]`` with ``marker: PATH``: those sessions touch
 ``PATH`` when their first turn is sent, then take ``slow_seconds`` (default 60)
 to answer -- a test interrupts the run while they wait.
@@ -78,6 +81,11 @@ class FlakySession:
         turn = len(self.history)
         self.history.append(message)
         await asyncio.sleep(float(self.context.get("delay", 0)))
+        wanted = int(self.context.get("wait_for_open", 0))
+        for _ in range(500):  # until that many sessions were open at once (at most 5 s)
+            if MAX_OPEN >= wanted:
+                break
+            await asyncio.sleep(0.01)
         if self.number in self.context.get("slow_sessions", []):
             Path(self.context["marker"]).touch()  # noqa: ASYNC240 - a test marker, once
             await asyncio.sleep(float(self.context.get("slow_seconds", 60)))
