@@ -667,3 +667,23 @@ def test_a_fatal_backend_error_during_repeats_stops_the_run_and_keeps_the_finish
     assert after["skipped"] and "repeat" not in after
     assert agents.OPENED == ["first"] * 3 + ["dies"]  # nothing started after the fatal error
     assert not result.report["run"]["complete"]
+
+
+def test_junit_readers_count_a_flaky_case_within_its_gate_as_passed(tmp_path: Path) -> None:
+    import xunitparser
+    from junitparser import JUnitXml
+
+    from multiturn_eval.reports.junit import render_junit
+
+    path = tmp_path / "junit.xml"
+    path.write_text(render_junit(repeated_report()), encoding="utf-8")
+    cases = {c.name: c.is_passed for suite in JUnitXml.fromfile(str(path)) for c in suite}
+    assert cases == {"steady": True, "flaky": False, "within": True, "broken": False}
+    with path.open() as handle:
+        suite, _ = xunitparser.parse(handle)
+    assert {t.methodname: t.result for t in suite} == {
+        "steady": "success",
+        "flaky": "failure",
+        "within": "success",
+        "broken": "failure",
+    }
