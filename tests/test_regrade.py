@@ -87,6 +87,7 @@ def verdicts(report: dict[str, Any]) -> list[Any]:
 def no_agent(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every factory the suites may name raises if called: a regrade calls no agent."""
     from examples.convfinqa import baseline_agent
+
     from tests import agents
 
     def refuse(*_: Any, **__: Any) -> Any:
@@ -110,7 +111,9 @@ def test_unchanged_mixed_suite_reproduces_every_verdict(project: Project, reques
     original = first.report
     regraded = json.loads((project.root / "regraded/report.json").read_text())
     assert verdicts(regraded) == verdicts(original)
-    assert regraded["summary"] == original["summary"] | {"token_usage": regraded["summary"]["token_usage"]}
+    assert regraded["summary"] == original["summary"] | {
+        "token_usage": regraded["summary"]["token_usage"]
+    }
     assert regraded["regrade"]["flipped_to_failed"] == 0
     assert regraded["regrade"]["flipped_to_passed"] == 0
     assert regraded["regrade"]["turns_not_regradable"] == 0
@@ -128,7 +131,11 @@ def test_changing_a_tolerance_flips_exactly_the_expected_turns(
     mixed(project, tolerance=1.0)  # now 31 vs 30 passes too
     wider = regrade(project, "out/report.json", "-o", "wider")
     report = json.loads((project.root / "wider/report.json").read_text())
-    before = {(c["name"], i): v for c, *_ in [(c,) for c in first.report["results"]] for i, v in enumerate(_turn_passes(c))}
+    before = {
+        (c["name"], i): v
+        for c, *_ in [(c,) for c in first.report["results"]]
+        for i, v in enumerate(_turn_passes(c))
+    }
     after = {(c["name"], i): v for c in report["results"] for i, v in enumerate(_turn_passes(c))}
     flipped = {key for key in before if before[key] != after[key]}
     assert flipped == {("sums", 2)}

@@ -93,8 +93,9 @@ class _Verdict:
         return "passed" if self.passes else "failed"
 
 
-def fisher_one_sided(passes_before: int, runs_before: int, passes_after: int, runs_after: int,
-                     *, drop: bool = True) -> float:
+def fisher_one_sided(
+    passes_before: int, runs_before: int, passes_after: int, runs_after: int, *, drop: bool = True
+) -> float:
     """P-value of a one-sided Fisher exact test that the pass rate dropped (or rose).
 
     Under the null hypothesis (the same pass rate on both sides) the passes of the
@@ -107,7 +108,9 @@ def fisher_one_sided(passes_before: int, runs_before: int, passes_after: int, ru
     low = max(0, runs_after - (total - passes))
     high = min(runs_after, passes)
     values = range(low, passes_after + 1) if drop else range(passes_after, high + 1)
-    favourable = sum(math.comb(passes, x) * math.comb(total - passes, runs_after - x) for x in values)
+    favourable = sum(
+        math.comb(passes, x) * math.comb(total - passes, runs_after - x) for x in values
+    )
     return favourable / denominator
 
 
@@ -182,16 +185,30 @@ def _compare_case(current: CaseResult, baseline: CaseResult, occurrence: int) ->
     turns: list[TurnChange] = []
     for index in sorted(set(turns_before) | set(turns_after)):
         if index not in turns_before:
-            turns.append(TurnChange(turn_index=index, change="new", after=turns_after[index].words(repeated)))
+            turns.append(
+                TurnChange(turn_index=index, change="new", after=turns_after[index].words(repeated))
+            )
             continue
         if index not in turns_after:
-            turns.append(TurnChange(turn_index=index, change="removed", before=turns_before[index].words(repeated)))
+            turns.append(
+                TurnChange(
+                    turn_index=index, change="removed", before=turns_before[index].words(repeated)
+                )
+            )
             continue
         tb, ta = turns_before[index], turns_after[index]
         turn = current_turns.get(index)
-        turn_passed = ta.passes == ta.runs if current.repeat is None else ta.rate >= current.repeat.min_pass_rate
+        turn_passed = (
+            ta.passes == ta.runs
+            if current.repeat is None
+            else ta.rate >= current.repeat.min_pass_rate
+        )
         turn_change, _ = classify(tb, ta, turn_passed and not ta.skipped)
-        failing = _first_check(turn) if turn is not None and not turn.passed and not turn.skipped else None
+        failing = (
+            _first_check(turn)
+            if turn is not None and not turn.passed and not turn.skipped
+            else None
+        )
         turns.append(
             TurnChange(
                 turn_index=index,
@@ -245,7 +262,9 @@ def _delta(before: float | None, after: float | None) -> TotalsDelta:
     return TotalsDelta(before=before, after=after, delta=delta)
 
 
-def compare(current: Report, baseline: Report, baseline_file: str = "baseline") -> BaselineComparison:
+def compare(
+    current: Report, baseline: Report, baseline_file: str = "baseline"
+) -> BaselineComparison:
     """``current`` against ``baseline``: every case and turn classed, counts and total deltas."""
     now, before = _keyed(current.results), _keyed(baseline.results)
     cases: list[CaseChange] = []
@@ -261,7 +280,9 @@ def compare(current: Report, baseline: Report, baseline_file: str = "baseline") 
                     change="new",
                     after=_case_verdict(case).words(case.repeat is not None),
                     failing_check=_case_failing_check(case) if not case.passed else None,
-                    turns=[TurnChange(turn_index=t.turn_index, change="new") for t in case.all_turns()],
+                    turns=[
+                        TurnChange(turn_index=t.turn_index, change="new") for t in case.all_turns()
+                    ],
                 )
             )
         else:
@@ -276,7 +297,10 @@ def compare(current: Report, baseline: Report, baseline_file: str = "baseline") 
                     baseline_index=old.index,
                     change="removed",
                     before=_case_verdict(old).words(old.repeat is not None),
-                    turns=[TurnChange(turn_index=t.turn_index, change="removed") for t in old.all_turns()],
+                    turns=[
+                        TurnChange(turn_index=t.turn_index, change="removed")
+                        for t in old.all_turns()
+                    ],
                 )
             )
     counts = dict.fromkeys(CLASSES, 0)
@@ -299,7 +323,10 @@ def compare(current: Report, baseline: Report, baseline_file: str = "baseline") 
         ),
         cost_usd=_delta(s_before.cost_usd, s_now.cost_usd),
         duration_ms=_delta(baseline.run.duration_ms, current.run.duration_ms),
-        warnings=[*_duplicates(current.results, "this run"), *_duplicates(baseline.results, "baseline")],
+        warnings=[
+            *_duplicates(current.results, "this run"),
+            *_duplicates(baseline.results, "baseline"),
+        ],
         cases=cases,
     )
 

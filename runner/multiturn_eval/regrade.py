@@ -186,7 +186,11 @@ class Regrader:
                 turns.append(turn.model_copy(update={"duration_ms": old.duration_ms}))
             else:
                 turns.append(turn)
-        not_regradable = [t for t in turns if t.skipped and t.errors[:1] and t.errors[0].startswith("not regradable")]
+        not_regradable = [
+            t
+            for t in turns
+            if t.skipped and t.errors[:1] and t.errors[0].startswith("not regradable")
+        ]
         errors = [e for e in _case_level_errors(case) if not e.startswith("not regradable")]
         if not_regradable:
             first = not_regradable[0]

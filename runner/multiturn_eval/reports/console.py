@@ -250,8 +250,12 @@ class Console:
             from ..comparison import regressions, summary_line
 
             comparison = report.baseline
-            self.write(self._paint("failed" if comparison.counts.get("regressed") else "passed",
-                                   self.clip(summary_line(comparison), 400)))
+            self.write(
+                self._paint(
+                    "failed" if comparison.counts.get("regressed") else "passed",
+                    self.clip(summary_line(comparison), 400),
+                )
+            )
             for change in regressions(comparison):
                 why = f": {change.failing_check}" if change.failing_check else ""
                 self.write(

@@ -42,7 +42,7 @@ from typing import Any
 
 import jinja2
 
-from ..results import CaseResult, Report, TurnResult
+from ..results import BaselineComparison, CaseChange, CaseResult, RegradeInfo, Report, TurnResult
 from . import _view as v
 
 MAX_CHARS = 60_000
@@ -200,6 +200,22 @@ def comment_marker(report: Report) -> str:
 
 
 def _verdict(report: Report) -> str:
+    verdict = _run_verdict(report)
+    if report.baseline is None:
+        return verdict
+    regressed = report.baseline.counts.get("regressed", 0)
+    fixed = report.baseline.counts.get("fixed", 0)
+    head = (
+        f"🔻 {v.plural(regressed, 'regression')} vs baseline"
+        if regressed
+        else "no regression vs baseline"
+    )
+    if fixed:
+        head += f", {fixed:,} fixed"
+    return f"{verdict} · {head}"
+
+
+def _run_verdict(report: Report) -> str:
     s = report.summary
     if not report.run.complete:
         reason = md_text(report.run.stop_reason or "interrupted", 200)
@@ -243,7 +259,11 @@ def _totals(report: Report) -> _Totals:
     cached = usage.cache_read_tokens + usage.cache_creation_tokens
     if cached:
         tokens += f" ({cached:,} cached)"
+    extra: list[Any] = []
+    if report.baseline is not None:
+        extra.append(_delta_row(report.baseline))
     return _Totals(
+        extra_rows=extra,
         cases=f"{s.total:,}: " + ", ".join(cases),
         turns=f"{s.turns.total:,}: " + ", ".join(turns),
         pass_rate=v.rate(s.pass_rate),
@@ -251,6 +271,147 @@ def _totals(report: Report) -> _Totals:
         cost=v.cost(s.cost_usd),
         duration=v.duration(report.run.duration_ms),
     )
+
+
+@dataclass
+class _DeltaRow:
+    cases: str
+    turns: str
+    pass_rate: str
+    tokens: str
+    cost: str
+    duration: str
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    shown = [f"{n:,} {v.CHANGE_WORDS[k]}" for k, n in counts.items() if n and k in v.CHANGE_WORDS]
+    return ", ".join(shown) or "none"
+
+
+def _delta_row(comparison: BaselineComparison) -> _DeltaRow:
+    """The totals table's second row: this run minus the baseline."""
+    return _DeltaRow(
+        cases=f"<b>Δ vs baseline</b>: {_counts_text(comparison.counts)}",
+        turns=_counts_text(
+            {k: n for k, n in comparison.turn_counts.items() if k in ("regressed", "fixed")}
+        ),
+        pass_rate=v.delta_rate(comparison.pass_rate.delta),
+        tokens=v.delta_count(comparison.total_tokens.delta),
+        cost=v.delta_cost(comparison.cost_usd.delta),
+        duration=v.delta_duration(comparison.duration_ms.delta),
+    )
+
+
+#: rows per section of the baseline comparison (the comment has a size limit)
+_MAX_REGRESSED, _MAX_FIXED, _MAX_OTHER = 30, 30, 50
+
+
+def _change_title(change: CaseChange) -> str:
+    return f"{md_text(change.name, 120)} <sub>{_code(change.suite, 80)}</sub>"
+
+
+def _changed_turns(change: CaseChange, kind: str) -> str:
+    turns = [t for t in change.turns if t.change == kind]
+    if not turns:
+        return "—"
+    shown = ", ".join(
+        f"{t.turn_index + 1} ({md_text(t.before or '—', 20)} → {md_text(t.after or '—', 20)})"
+        for t in turns[:5]
+    )
+    return shown + (f" <i>+{len(turns) - 5} more</i>" if len(turns) > 5 else "")
+
+
+def _first_turn_check(change: CaseChange) -> str:
+    for turn in change.turns:
+        if turn.change == "regressed" and turn.failing_check:
+            return f"turn {turn.turn_index + 1}: {turn.failing_check}"
+    return change.failing_check or ""
+
+
+def _more(count: int) -> str:
+    return f"\n\n<i>{v.plural(count, 'more test case')} in report.html and report.json.</i>"
+
+
+def render_comparison(comparison: BaselineComparison) -> str:
+    """Regressions first (turn, before → after, the failing check), then fixed, the rest folded."""
+    by: dict[str, list[CaseChange]] = {}
+    for change in comparison.cases:
+        by.setdefault(change.change, []).append(change)
+    parts: list[str] = []
+    run = comparison.run
+    source = md_text(comparison.file, 160)
+    if run.git_sha:
+        source += f" ({md_text(run.git_sha[:7])})"
+    regressed = by.get("regressed", [])
+    if regressed:
+        rows = [
+            f"| {_change_title(c)} | {_changed_turns(c, 'regressed')} | "
+            f"{md_text(c.before or '—', 30)} → {md_text(c.after or '—', 30)} | "
+            f"{md_text(_first_turn_check(c), 200)} |"
+            for c in regressed[:_MAX_REGRESSED]
+        ]
+        text = (
+            f"#### 🔻 Regressions vs baseline ({len(regressed):,})\n\n"
+            "| Test case | Turn (before → after) | Case | What fails now |\n"
+            "|:--|:--|:--|:--|\n" + "\n".join(rows)
+        )
+        if len(regressed) > _MAX_REGRESSED:
+            text += _more(len(regressed) - _MAX_REGRESSED)
+        parts.append(text)
+    fixed = by.get("fixed", [])
+    if fixed:
+        rows = [
+            f"| {_change_title(c)} | {_changed_turns(c, 'fixed')} | "
+            f"{md_text(c.before or '—', 30)} → {md_text(c.after or '—', 30)} |"
+            for c in fixed[:_MAX_FIXED]
+        ]
+        text = (
+            f"#### 🔺 Fixed vs baseline ({len(fixed):,})\n\n"
+            "| Test case | Turn (before → after) | Case |\n|:--|:--|:--|\n" + "\n".join(rows)
+        )
+        if len(fixed) > _MAX_FIXED:
+            text += _more(len(fixed) - _MAX_FIXED)
+        parts.append(text)
+    rest = [
+        c
+        for k in ("still_failing", "new", "removed", "not_run", "still_passing")
+        for c in by.get(k, [])
+    ]
+    if rest:
+        counts = {
+            k: len(by.get(k, []))
+            for k in ("still_failing", "still_passing", "new", "removed", "not_run")
+        }
+        rows = [
+            f"| {v.CHANGE_ICON[c.change]} {v.CHANGE_WORDS[c.change]} | {_change_title(c)} | "
+            f"{md_text(c.before or '—', 30)} → {md_text(c.after or '—', 30)} |"
+            for c in rest[:_MAX_OTHER]
+        ]
+        text = (
+            f"<details>\n<summary>Other test cases vs baseline: {_counts_text(counts)}</summary>\n\n"
+            "| Change | Test case | Before → after |\n|:--|:--|:--|\n" + "\n".join(rows)
+        )
+        if len(rest) > _MAX_OTHER:
+            text += _more(len(rest) - _MAX_OTHER)
+        parts.append(text + "\n\n</details>")
+    parts.append(f"<sub>Baseline: {source}. {md_text(comparison.noise, 300)}.</sub>")
+    for warning in comparison.warnings[:3]:
+        parts.append(f"<sub>⚠️ {md_text(warning, 300)}</sub>")
+    return "\n\n".join(parts)
+
+
+def render_regrade(info: RegradeInfo) -> str:
+    """The regrade's line: how many verdicts flipped each way."""
+    text = (
+        f"**Regrade** of {md_text(info.file, 160)}: {v.plural(info.turns_regraded, 'turn')} "
+        f"graded again on the recorded replies, no agent called; "
+        f"{info.flipped_to_failed:,} passed → failed, {info.flipped_to_passed:,} failed → passed"
+    )
+    if info.turns_not_regradable:
+        text += f"; {v.plural(info.turns_not_regradable, 'turn')} not regradable"
+    for note in info.notes:
+        text += f"<br><sub>{md_text(note, 200)}</sub>"
+    return text
 
 
 def _suite_rows(report: Report) -> list[_SuiteRow]:
@@ -459,6 +620,8 @@ def render_markdown(report: Report) -> str:
             if not report.run.complete
             else ""
         ),
+        "regrade": render_regrade(report.regrade) if report.regrade is not None else "",
+        "comparison": render_comparison(report.baseline) if report.baseline is not None else "",
         "blocks": [],
         "compact": [],
         "compact_title": "",
