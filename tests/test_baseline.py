@@ -17,6 +17,7 @@ from multiturn_eval.reports.reader import parse_report
 from multiturn_eval.results import CaseResult, RepeatSummary, Report, TurnPassCount
 from tests.conftest import Project
 from tests.reports_fixtures import case, metric, not_run, report, turn
+from tests.test_action_entrypoint import Runner, github, runner  # noqa: F401  (fixtures)
 
 
 def _turn(i: int, ok: bool, text: str = "q") -> Any:
@@ -444,3 +445,96 @@ def test_the_newest_of_several_baselines_is_chosen() -> None:
     assert path == "b/report.json" and chosen.run.finished_at.startswith("2025-03")
     assert note is not None and "2 reports match" in note and "b/report.json" in note
     assert choose_baseline([("only.json", at("x"))])[2] is None
+
+
+# ------------------------------------------------------------- the Action entrypoint
+
+
+def _all_green(data: dict[str, Any], finished_at: str) -> dict[str, Any]:
+    """The report with every case and turn passing: a base branch where nothing failed."""
+    for result in data["results"]:
+        result.update(passed=True, outcome="passed", errors=[])
+        for t in result.get("turns") or []:
+            t.update(passed=True, errors=[], metric_results=[], tools_matched=None)
+            t["arg_match_details"] = []
+    data["run"]["finished_at"] = finished_at
+    return data
+
+
+def test_fail_on_regressions_through_the_action_entrypoint(
+    runner: Runner,  # noqa: F811
+) -> None:
+    first = runner.run({"suite": "evals/failing.yaml"})
+    assert first.code == 1
+    recorded = json.loads((runner.workspace / "multiturn-eval-report/report.json").read_text())
+    (runner.workspace / "baseline").mkdir()
+    (runner.workspace / "baseline/report.json").write_text(json.dumps(recorded))
+
+    # the same two failures as the base branch: no regression, the step passes
+    same = runner.run(
+        {
+            "suite": "evals/failing.yaml",
+            "baseline": "baseline/report.json",
+            "fail-on": "regressions",
+        }
+    )
+    assert same.code == 0, same.log
+    assert same.outputs["failed"] == "2"
+    assert "no regression vs baseline" in same.summary
+
+    # several downloaded artifacts: the newest base report (all green) is the baseline
+    for name, stamp in [("old", "2020-01-01T00:00:00.000Z"), ("new", "2030-01-01T00:00:00.000Z")]:
+        (runner.workspace / "artifacts" / name).mkdir(parents=True)
+        (runner.workspace / "artifacts" / name / "report.json").write_text(
+            json.dumps(_all_green(json.loads(json.dumps(recorded)), stamp))
+        )
+    (runner.workspace / "artifacts/old/report.json").write_text(json.dumps(recorded))
+    worse = runner.run(
+        {
+            "suite": "evals/failing.yaml",
+            "baseline": "artifacts/*/report.json",
+            "fail-on": "regressions",
+        }
+    )
+    assert worse.code == 1, worse.log
+    notices = [n.message for n in worse.annotations("notice")]
+    assert any("2 reports match; using the newest, artifacts/new/report.json" in n for n in notices)
+    assert worse.summary.index("Regressions vs baseline (2)") < worse.summary.index(
+        "Failing test cases"
+    )
+    report_data = json.loads((runner.workspace / "multiturn-eval-report/report.json").read_text())
+    assert report_data["baseline"]["file"] == "artifacts/new/report.json"
+    junit = (runner.workspace / "multiturn-eval-report/junit.xml").read_text()
+    assert junit.count('message="regressed vs baseline') == 2
+
+    # fail-on-failure: false still passes the step
+    lenient = runner.run(
+        {
+            "suite": "evals/failing.yaml",
+            "baseline": "artifacts/new/report.json",
+            "fail-on": "regressions",
+            "fail-on-failure": "false",
+        }
+    )
+    assert lenient.code == 0
+
+
+@pytest.mark.parametrize("baseline", ["nowhere/report.json", "nowhere/*/report.json"])
+def test_a_missing_baseline_in_the_action_is_a_notice(
+    runner: Runner,  # noqa: F811
+    baseline: str,
+) -> None:
+    step = runner.run(
+        {"suite": "evals/failing.yaml", "baseline": baseline, "fail-on": "regressions"}
+    )
+    assert step.code == 1  # as fail-on failures: two test cases fail
+    notices = [n.message for n in step.annotations("notice")]
+    assert any(n.startswith("no baseline comparison:") for n in notices), notices
+    assert any("without one, any failure fails the step" in n for n in notices)
+    assert not step.annotations("error")[0].message.startswith("regressed")
+
+
+def test_a_bad_fail_on_input_exits_2(runner: Runner) -> None:  # noqa: F811
+    step = runner.run({"suite": "evals/passing.yaml", "fail-on": "never"})
+    assert step.code == 2
+    assert any("'fail-on'" in (e.properties.get("title") or "") for e in step.annotations("error"))
