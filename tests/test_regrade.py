@@ -263,3 +263,133 @@ def test_an_unreadable_report_is_a_config_error(
     result = regrade(project, "bad.json", "--suite", "suite.yaml", "-o", "again")
     assert result.code == 2
     assert "cannot regrade" in result.err and message in result.err
+
+
+SEEN: list[object] = []
+
+
+async def peek_judgements(ctx: Any) -> bool:
+    """A grader that notes what a judge would see: the recorded verdicts, or None."""
+    lookup = RECORDED_JUDGEMENTS.get()
+    SEEN.append(
+        None
+        if lookup is None
+        else lookup.lookup(JudgeKey("suite.yaml", 0, ctx.turn_index, "numeric"))
+    )
+    return True
+
+
+JUDGED = """\
+agent: {backend: python, factory: "tests.agents:scripted"}
+evaluations:
+  - {type: standard, metric: numeric}
+  - {type: code, grader: "tests.test_regrade:peek_judgements"}
+test_cases:
+  - name: one
+    context: {script: [{response: "1"}, {response: "5"}]}
+    turns:
+      - {input: "a", ground_truth: 1}
+      - {input: "b", ground_truth: 2}
+"""
+
+
+@pytest.mark.parametrize("rejudge", [False, True])
+def test_graders_see_the_recorded_verdicts_unless_rejudge(
+    project: Project, request: Any, rejudge: bool
+) -> None:
+    project.write("suite.yaml", JUDGED)
+    project.run("run", "suite.yaml")
+    assert SEEN == [None, None]  # a live run: judges are always called
+    SEEN.clear()
+    request.getfixturevalue("no_agent")
+    flag = ["--rejudge"] if rejudge else []
+    result = regrade(project, "out/report.json", "-o", "again", *flag)
+    assert result.code == 1
+    if rejudge:
+        assert SEEN == [None, None]
+    else:
+        assert [getattr(m, "passed", None) for m in SEEN] == [True, False]
+    report = json.loads((project.root / "again/report.json").read_text())
+    assert report["regrade"]["rejudge"] is rejudge
+    SEEN.clear()
+
+
+def test_a_changed_code_grader_flips_its_turns(project: Project, request: Any) -> None:
+    project.write("suite.yaml", JUDGED)
+    project.run("run", "suite.yaml")
+    request.getfixturevalue("no_agent")
+    project.write(
+        "suite.yaml",
+        JUDGED.replace("tests.test_regrade:peek_judgements", "tests.graders:boom"),
+    )
+    regrade(project, "out/report.json", "-o", "again")
+    report = json.loads((project.root / "again/report.json").read_text())
+    turns = report["results"][0]["turns"]
+    assert [t["passed"] for t in turns] == [False, False]
+    assert "KeyError" in turns[0]["metric_results"][1]["error"]
+    assert report["regrade"]["flipped_to_failed"] == 1
+    assert report["regrade"]["flipped_to_passed"] == 0
+    SEEN.clear()
+
+
+DUPLICATES = """\
+agent: {backend: python, factory: "tests.agents:scripted"}
+evaluations: [{type: standard, metric: numeric}]
+test_cases:
+  - name: same
+    context: {script: [{response: "1"}]}
+    turns: [{input: "first of the name", ground_truth: 1}]
+  - name: other
+    context: {script: [{response: "3"}]}
+    turns: [{input: "o", ground_truth: 2}]
+  - name: same
+    context: {script: [{response: "2"}, {response: "9"}]}
+    turns: [{input: "second of the name", ground_truth: 2}, {input: "x", ground_truth: 9}]
+"""
+
+
+@pytest.mark.parametrize("parallel", ["1", "3"])
+def test_duplicate_names_are_replayed_by_occurrence(
+    project: Project, request: Any, parallel: str
+) -> None:
+    project.write(
+        "suite.yaml",
+        DUPLICATES.replace(
+            "test_cases:", f"execution: {{parallel_test_cases: {parallel}}}\ntest_cases:"
+        ),
+    )
+    first = project.run("run", "suite.yaml")
+    request.getfixturevalue("no_agent")
+    regrade(project, "out/report.json", "-o", "again")
+    report = json.loads((project.root / "again/report.json").read_text())
+    assert verdicts(report) == verdicts(first.report)
+    assert report["regrade"]["turns_not_regradable"] == 0
+
+
+def test_a_repeated_report_regrades_the_run_shown(project: Project, request: Any) -> None:
+    mixed(project)
+    project.run("run", "suite.yaml")
+    data = json.loads((project.root / "out/report.json").read_text())
+    for case in data["results"]:  # as --repeat 2 would write it
+        passed = case["passed"]
+        case["repeat"] = {
+            "runs": 2,
+            "passes": 2 if passed else 0,
+            "pass_rate": 1.0 if passed else 0.0,
+            "pass_all": passed,
+            "pass_any": passed,
+            "min_pass_rate": 1.0,
+            "flaky": False,
+        }
+        case["runs"] = []
+    (project.root / "out/report.json").write_text(json.dumps(data))
+    request.getfixturevalue("no_agent")
+    result = regrade(project, "out/report.json", "-o", "again", "--format", "json,markdown")
+    report = json.loads((project.root / "again/report.json").read_text())
+    assert verdicts(report) == verdicts(data)
+    assert all("repeat" not in c and "runs" not in c for c in report["results"])
+    assert report["regrade"]["notes"] == [
+        "4 repeated test case(s): only the run shown at case level was regraded"
+    ]
+    assert "only the run shown at case level" in (project.root / "again/summary.md").read_text()
+    assert result.code == 1

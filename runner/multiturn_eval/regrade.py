@@ -33,12 +33,12 @@ not run: exit 1 with ``--fail-on failures``); ``--baseline`` works as in ``run``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .backends.replay import INPUT_CHANGED, NOT_IN_REPORT, ReplayBackend, ReplayState
-from .comparison import _keyed, compare
+from .comparison import _keyed
 from .errors import ConfigError, ConfigIssue, ReportFormatError
 from .grading.recorded import RECORDED_JUDGEMENTS, JudgeKey
 from .reports.reader import load_report
@@ -208,7 +208,18 @@ class Regrader:
 
     def annotate(self, report: Report) -> None:
         """The ``regrade`` block: flips against the regraded report, what could not be graded."""
-        flips = compare(report, self.original, self.file)
+        to_failed = to_passed = 0
+        for case in report.results:
+            marks = self.state.marks.get((case.suite, case.index))
+            if marks is None or marks.recorded is None:
+                continue
+            before = {t.turn_index: t for t in marks.recorded.all_turns()}
+            for turn in case.all_turns():
+                old = before.get(turn.turn_index)
+                if old is None or old.skipped or turn.skipped:
+                    continue
+                to_failed += old.passed and not turn.passed
+                to_passed += turn.passed and not old.passed
         not_regradable = sum(
             1
             for case in report.results
@@ -216,7 +227,7 @@ class Regrader:
             if t.skipped and t.errors[:1] and t.errors[0].startswith("not regradable")
         )
         notes: list[str] = []
-        repeated = sum(1 for c in self.original.results if c.runs)
+        repeated = sum(1 for c in self.original.results if c.repeat is not None or c.runs)
         if repeated:
             notes.append(
                 f"{repeated} repeated test case(s): only the run shown at case level was regraded"
@@ -228,8 +239,8 @@ class Regrader:
             run=self.original.run,
             rejudge=self.rejudge,
             turns_regraded=self.state.calls,
-            flipped_to_failed=flips.turn_counts.get("regressed", 0),
-            flipped_to_passed=flips.turn_counts.get("fixed", 0),
+            flipped_to_failed=to_failed,
+            flipped_to_passed=to_passed,
             turns_not_regradable=not_regradable,
             notes=notes,
         )
@@ -267,8 +278,12 @@ def regrade(
     if not paths:
         raise ConfigError(ConfigIssue(f"{report_path}: the report names no suite; give --suite"))
     regrader = Regrader(original, report_path, rejudge=rejudge)
+    once: dict[str, Any] = {}
+    if "repeat" in {f.name for f in fields(options)}:
+        once["repeat"] = 1  # each recorded case is replayed once (see the restriction above)
     options = replace(
         options,
+        **once,
         backend_factory=regrader.backend,
         finish_results=regrader.fix_all,
         finish_report=regrader.annotate,
