@@ -186,7 +186,11 @@ def test_a_changed_input_is_not_regradable(
         assert t["skipped"] and "an earlier turn's input changed" in t["errors"][0]
         assert t["metric_results"] == []
     assert report["regrade"]["turns_not_regradable"] == 3 - turn
-    assert "not regradable" in result.out
+    assert "SKIP  suite::sums" in result.out  # the console shows the case as the report does
+    assert f"not regradable: {reason} (turn {turn + 1})" in result.out
+    journal = (project.root / "again/results.jsonl").read_text().splitlines()
+    line = next(json.loads(j) for j in journal if '"sums"' in j)
+    assert line["skipped"] and line["errors"] == case["errors"]  # as the report says
 
 
 def test_cases_and_turns_not_in_the_report_are_not_regradable(

@@ -142,7 +142,11 @@ class Regrader:
         return ReplayBackend(loaded, settings, self.state)
 
     def fix(self, case: CaseResult) -> CaseResult:
-        """A regraded case as reported: recorded no-reply turns back, not regradable ones skipped."""
+        """A regraded case as reported: recorded no-reply turns back, not regradable ones skipped.
+
+        Idempotent: the pipeline applies it when the case finishes (console, results.jsonl)
+        and again when it builds the report.
+        """
         marks = self.state.marks.get((case.suite, case.index))
         if marks is None:  # never started (an interrupted regrade): as the pipeline says
             return case
@@ -202,9 +206,6 @@ class Regrader:
             skipped=bool(not_regradable),
             duration_ms=marks.recorded.duration_ms,
         )
-
-    def fix_all(self, results: list[CaseResult]) -> list[CaseResult]:
-        return [self.fix(case) for case in results]
 
     def annotate(self, report: Report) -> None:
         """The ``regrade`` block: flips against the regraded report, what could not be graded."""
@@ -285,7 +286,7 @@ def regrade(
         options,
         **once,
         backend_factory=regrader.backend,
-        finish_results=regrader.fix_all,
+        finish_case=regrader.fix,
         finish_report=regrader.annotate,
     )
     token = RECORDED_JUDGEMENTS.set(None if rejudge else _Recorded(regrader.state))

@@ -81,8 +81,9 @@ class RunOptions:
     a regression against ``baseline``; without a baseline it acts as ``failures``)."""
     backend_factory: Callable[[LoadedSuite, RunSettings], Backend] | None = None
     """Builds each suite's backend instead of its ``agent:`` block (regrade's replay)."""
-    finish_results: Callable[[list[CaseResult]], list[CaseResult]] | None = None
-    """Rewrites the results before the report is built (regrade marks what it could not grade)."""
+    finish_case: Callable[[CaseResult], CaseResult] | None = None
+    """Rewrites each finished result before anyone sees it: the console, ``results.jsonl``,
+    ``on_result`` and the report (regrade marks what it could not grade). Must be idempotent."""
     finish_report: Callable[[Report], None] | None = None
     """Amends the final report before it is written (regrade adds its block)."""
 
@@ -317,8 +318,8 @@ class _Pipeline:
         from .reports.writer import build_report
 
         results = self.state.final_results(default_reason) if self.state is not None else []
-        if self.options.finish_results is not None:
-            results = self.options.finish_results(results)
+        if self.options.finish_case is not None:
+            results = [self.options.finish_case(result) for result in results]
         report = build_report(
             self.suite_paths,
             results,
@@ -434,6 +435,8 @@ class _Pipeline:
         )
 
         def on_result(result: CaseResult) -> None:
+            if self.options.finish_case is not None:
+                result = self.options.finish_case(result)
             if self.console is not None:
                 self.console.case_finished(result)
             if progress is not None:
