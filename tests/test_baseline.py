@@ -244,6 +244,22 @@ def test_the_comment_leads_with_regressions_then_fixed_then_the_rest_folded() ->
     )
 
 
+@pytest.mark.parametrize("name", ["plain-name", "_*[@everyone](x)|" * 40])
+def test_a_comment_with_thousands_of_regressions_stays_under_the_limit(name: str) -> None:
+    from multiturn_eval.reports.markdown import MAX_CHARS
+
+    count = 2_000
+    before = report([_case(i, f"{name}{i}", True, True) for i in range(count)])
+    after = report([_case(i, f"{name}{i}", True, False) for i in range(count)])
+    after.baseline = compare(after, before, "base.json")
+    after.baseline.warnings = [name * 20] * 10
+    text = render_markdown(after)
+    assert len(text) < MAX_CHARS
+    assert text.index(f"Regressions vs baseline ({count:,})") < text.index("Failing test cases")
+    assert "more test cases: every one is in report.html and report.json" in text
+    assert "@everyone" not in text
+
+
 def test_without_a_baseline_the_comment_and_json_are_unchanged() -> None:
     _, after = _pair()
     plain = after.model_copy(update={"baseline": None})

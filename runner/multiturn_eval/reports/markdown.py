@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -302,8 +303,11 @@ def _delta_row(comparison: BaselineComparison) -> _DeltaRow:
     )
 
 
-#: rows per section of the baseline comparison (the comment has a size limit)
+#: rows per section of the baseline comparison, and the characters each section may take
+#: (whatever the names and checks hold: the whole section stays under about 30,000, so
+#: the comment keeps room for the failing test cases below it)
 _MAX_REGRESSED, _MAX_FIXED, _MAX_OTHER = 30, 30, 50
+_BUDGET_REGRESSED, _BUDGET_FIXED, _BUDGET_OTHER = 16_000, 6_000, 6_000
 
 
 def _change_title(change: CaseChange) -> str:
@@ -328,75 +332,102 @@ def _first_turn_check(change: CaseChange) -> str:
     return change.failing_check or ""
 
 
-def _more(count: int) -> str:
-    return f"\n\n<i>{v.plural(count, 'more test case')} in report.html and report.json.</i>"
+def _verdicts(change: CaseChange) -> str:
+    return f"{md_text(change.before or '—', 30)} → {md_text(change.after or '—', 30)}"
+
+
+def _table(
+    changes: list[CaseChange],
+    row: Callable[[CaseChange], str],
+    head: str,
+    max_rows: int,
+    budget: int,
+) -> str:
+    """``head`` and a row per change while within ``max_rows`` and ``budget`` characters."""
+    rows: list[str] = []
+    used = len(head)
+    for change in changes[:max_rows]:
+        text = row(change)
+        if used + len(text) + 1 > budget:
+            break
+        rows.append(text)
+        used += len(text) + 1
+    table = head + "\n".join(rows)
+    left = len(changes) - len(rows)
+    if left:
+        table += (
+            f"\n\n<i>{v.plural(left, 'more test case')}: every one is in report.html and "
+            "report.json.</i>"
+        )
+    return table
+
+
+def _regressed_row(c: CaseChange) -> str:
+    return (
+        f"| {_change_title(c)} | {_changed_turns(c, 'regressed')} | {_verdicts(c)} | "
+        f"{md_text(_first_turn_check(c), 200)} |"
+    )
+
+
+def _fixed_row(c: CaseChange) -> str:
+    return f"| {_change_title(c)} | {_changed_turns(c, 'fixed')} | {_verdicts(c)} |"
+
+
+def _other_row(c: CaseChange) -> str:
+    return (
+        f"| {v.CHANGE_ICON[c.change]} {v.CHANGE_WORDS[c.change]} | {_change_title(c)} | "
+        f"{_verdicts(c)} |"
+    )
+
+
+_OTHERS = ("still_failing", "still_passing", "new", "removed", "not_run")
 
 
 def render_comparison(comparison: BaselineComparison) -> str:
-    """Regressions first (turn, before → after, the failing check), then fixed, the rest folded."""
+    """Regressions first (turn, before → after, the failing check), then fixed, the rest folded.
+
+    Each section has a row budget and a character budget, so however many cases changed
+    and whatever their names hold, the section stays under about 30,000 characters.
+    """
     by: dict[str, list[CaseChange]] = {}
     for change in comparison.cases:
         by.setdefault(change.change, []).append(change)
     parts: list[str] = []
-    run = comparison.run
-    source = md_text(comparison.file, 160)
-    if run.git_sha:
-        source += f" ({md_text(run.git_sha[:7])})"
     regressed = by.get("regressed", [])
     if regressed:
-        rows = [
-            f"| {_change_title(c)} | {_changed_turns(c, 'regressed')} | "
-            f"{md_text(c.before or '—', 30)} → {md_text(c.after or '—', 30)} | "
-            f"{md_text(_first_turn_check(c), 200)} |"
-            for c in regressed[:_MAX_REGRESSED]
-        ]
-        text = (
+        head = (
             f"#### 🔻 Regressions vs baseline ({len(regressed):,})\n\n"
-            "| Test case | Turn (before → after) | Case | What fails now |\n"
-            "|:--|:--|:--|:--|\n" + "\n".join(rows)
+            "| Test case | Turn (before → after) | Case | What fails now |\n|:--|:--|:--|:--|\n"
         )
-        if len(regressed) > _MAX_REGRESSED:
-            text += _more(len(regressed) - _MAX_REGRESSED)
-        parts.append(text)
+        parts.append(_table(regressed, _regressed_row, head, _MAX_REGRESSED, _BUDGET_REGRESSED))
     fixed = by.get("fixed", [])
     if fixed:
-        rows = [
-            f"| {_change_title(c)} | {_changed_turns(c, 'fixed')} | "
-            f"{md_text(c.before or '—', 30)} → {md_text(c.after or '—', 30)} |"
-            for c in fixed[:_MAX_FIXED]
-        ]
-        text = (
+        head = (
             f"#### 🔺 Fixed vs baseline ({len(fixed):,})\n\n"
-            "| Test case | Turn (before → after) | Case |\n|:--|:--|:--|\n" + "\n".join(rows)
+            "| Test case | Turn (before → after) | Case |\n|:--|:--|:--|\n"
         )
-        if len(fixed) > _MAX_FIXED:
-            text += _more(len(fixed) - _MAX_FIXED)
-        parts.append(text)
+        parts.append(_table(fixed, _fixed_row, head, _MAX_FIXED, _BUDGET_FIXED))
+    # the most telling first: what still fails, then what is new, gone or not run
     rest = [
         c
         for k in ("still_failing", "new", "removed", "not_run", "still_passing")
         for c in by.get(k, [])
     ]
     if rest:
-        counts = {
-            k: len(by.get(k, []))
-            for k in ("still_failing", "still_passing", "new", "removed", "not_run")
-        }
-        rows = [
-            f"| {v.CHANGE_ICON[c.change]} {v.CHANGE_WORDS[c.change]} | {_change_title(c)} | "
-            f"{md_text(c.before or '—', 30)} → {md_text(c.after or '—', 30)} |"
-            for c in rest[:_MAX_OTHER]
-        ]
-        text = (
-            f"<details>\n<summary>Other test cases vs baseline: {_counts_text(counts)}</summary>\n\n"
-            "| Change | Test case | Before → after |\n|:--|:--|:--|\n" + "\n".join(rows)
+        counts = {k: len(by.get(k, [])) for k in _OTHERS}
+        head = (
+            f"<details>\n<summary>Other test cases vs baseline: {_counts_text(counts)}</summary>"
+            "\n\n| Change | Test case | Before → after |\n|:--|:--|:--|\n"
         )
-        if len(rest) > _MAX_OTHER:
-            text += _more(len(rest) - _MAX_OTHER)
-        parts.append(text + "\n\n</details>")
+        parts.append(_table(rest, _other_row, head, _MAX_OTHER, _BUDGET_OTHER) + "\n\n</details>")
+    source = md_text(comparison.file, 160)
+    if comparison.run.git_sha:
+        source += f" ({md_text(comparison.run.git_sha[:7])})"
     parts.append(f"<sub>Baseline: {source}. {md_text(comparison.noise, 300)}.</sub>")
     for warning in comparison.warnings[:3]:
         parts.append(f"<sub>⚠️ {md_text(warning, 300)}</sub>")
+    if len(comparison.warnings) > 3:
+        parts.append(f"<sub>… {len(comparison.warnings) - 3:,} more warnings in report.json</sub>")
     return "\n\n".join(parts)
 
 
