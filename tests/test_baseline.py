@@ -554,3 +554,25 @@ def test_a_bad_fail_on_input_exits_2(runner: Runner) -> None:  # noqa: F811
     step = runner.run({"suite": "evals/passing.yaml", "fail-on": "never"})
     assert step.code == 2
     assert any("'fail-on'" in (e.properties.get("title") or "") for e in step.annotations("error"))
+
+
+@pytest.mark.parametrize(
+    ("regressed", "failed", "complete", "fail_on", "code"),
+    [
+        (True, True, True, "regressions", 1),
+        (False, True, True, "regressions", 0),
+        (True, True, False, "regressions", 3),  # incomplete wins
+        (False, False, False, "regressions", 3),
+        (False, True, True, "failures", 1),
+        (False, False, True, "failures", 0),
+    ],
+)
+def test_exit_codes_combine(
+    regressed: bool, failed: bool, complete: bool, fail_on: str, code: int
+) -> None:
+    from multiturn_eval.run import _exit_code
+
+    before = report([_case(0, "a", True), _case(1, "b", not failed)])
+    after = report([_case(0, "a", not regressed), _case(1, "b", not failed)], complete=complete)
+    after.baseline = compare(after, before)
+    assert _exit_code(after, fail_on) == code

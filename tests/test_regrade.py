@@ -388,7 +388,7 @@ def test_a_repeated_report_regrades_the_run_shown(project: Project, request: Any
         case["runs"] = []
     (project.root / "out/report.json").write_text(json.dumps(data))
     request.getfixturevalue("no_agent")
-    result = regrade(project, "out/report.json", "-o", "again", "--format", "json,markdown")
+    result = regrade(project, "out/report.json", "-o", "again")
     report = json.loads((project.root / "again/report.json").read_text())
     assert verdicts(report) == verdicts(data)
     assert all("repeat" not in c and "runs" not in c for c in report["results"])
@@ -396,4 +396,5 @@ def test_a_repeated_report_regrades_the_run_shown(project: Project, request: Any
         "4 repeated test case(s): only the run shown at case level was regraded"
     ]
     assert "only the run shown at case level" in (project.root / "again/summary.md").read_text()
+    assert "only the run shown at case level" in (project.root / "again/report.html").read_text()
     assert result.code == 1

@@ -266,6 +266,14 @@ def _verdict(report: Report) -> tuple[str, str]:
     return "passed", f"All {v.plural(s.total, 'test case')} passed"
 
 
+def _regrade_line(report: Report) -> str:
+    if report.regrade is None:
+        return ""
+    from ..regrade import flips_line
+
+    return " ".join([flips_line(report.regrade) + ".", *report.regrade.notes])
+
+
 def _baseline_view(
     report: Report, cases: list[dict[str, Any]]
 ) -> tuple[list[dict[str, str]], dict[str, str] | None]:
@@ -356,6 +364,7 @@ def render_html(report: Report) -> str:
             if not report.run.complete
             else ""
         ),
+        "regrade": v.clean(_regrade_line(report)),
         "failures": f"{s.failed:,}",
         "changes": changes,
         "delta": delta,
