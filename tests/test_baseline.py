@@ -546,6 +546,10 @@ def test_a_missing_baseline_in_the_action_is_a_notice(
     assert step.code == 1  # as fail-on failures: two test cases fail
     notices = [n.message for n in step.annotations("notice")]
     assert any(n.startswith("no baseline comparison:") for n in notices), notices
+    if "*" not in baseline:
+        assert "no baseline comparison: nowhere/report.json: does not exist" in notices
+    else:
+        assert "no baseline comparison: no file matches 'nowhere/*/report.json'" in notices
     assert any("without one, any failure fails the step" in n for n in notices)
     assert not step.annotations("error")[0].message.startswith("regressed")
 

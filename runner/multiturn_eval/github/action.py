@@ -397,8 +397,8 @@ class Action:
                 report, notice = read_baseline(workdir / match)
                 if report is not None:
                     candidates.append((match, report))
-                elif notice is not None:
-                    notices.append(notice)
+                elif notice is not None:  # named as the input names it
+                    notices.append(notice.replace(str(workdir / match), match))
             if not matches:
                 notices.append(f"no baseline comparison: no file matches {pattern!r}")
             if candidates:
