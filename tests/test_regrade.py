@@ -51,6 +51,10 @@ test_cases:
     turns:
       - {input: "d1", ground_truth: 1}
       - {input: "d2", ground_truth: 2}
+  - name: never-opens
+    context: {factory_raises: true}
+    turns:
+      - {input: "n1", ground_truth: 1}
 """
 
 
@@ -68,6 +72,7 @@ def verdicts(report: dict[str, Any]) -> list[Any]:
                 case["name"],
                 case["passed"],
                 case["outcome"],
+                case["errors"],
                 [
                     (
                         t.get("passed", case["passed"]),
@@ -393,7 +398,7 @@ def test_a_repeated_report_regrades_the_run_shown(project: Project, request: Any
     assert verdicts(report) == verdicts(data)
     assert all("repeat" not in c and "runs" not in c for c in report["results"])
     assert report["regrade"]["notes"] == [
-        "4 repeated test case(s): only the run shown at case level was regraded"
+        "5 repeated test case(s): only the run shown at case level was regraded"
     ]
     assert "only the run shown at case level" in (project.root / "again/summary.md").read_text()
     assert "only the run shown at case level" in (project.root / "again/report.html").read_text()
