@@ -314,7 +314,9 @@ class _Pipeline:
 
     # ------------------------------------------------------------------ reports
 
-    def build(self, complete: bool, stop_reason: str | None, default_reason: str) -> Report:
+    def build(
+        self, complete: bool, stop_reason: str | None, default_reason: str, snapshot: bool = False
+    ) -> Report:
         from .reports.writer import build_report
 
         results = self.state.final_results(default_reason) if self.state is not None else []
@@ -331,7 +333,7 @@ class _Pipeline:
         )
         if self.options.finish_report is not None:
             self.options.finish_report(report)
-        if self.options.baseline is not None:
+        if self.options.baseline is not None and not snapshot:  # snapshots stay cheap
             from .comparison import compare
 
             report.baseline = compare(
@@ -469,7 +471,9 @@ class _Pipeline:
     def _snapshot(self) -> Report:
         # the periodic snapshot never races the final (or the watchdog's) writing
         assert self.state is not None
-        return self.build(False, self.state.stop_reason or "in progress", "still running")
+        return self.build(
+            False, self.state.stop_reason or "in progress", "still running", snapshot=True
+        )
 
     async def _run(self, backends: Sequence[Backend], on_result: OnResult) -> None:
         from .scheduler import run_plan
