@@ -181,9 +181,7 @@ def _add_baseline_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def baseline_options(
-    path: str | None, fail_on: str, label: str | None = None
-) -> tuple[dict[str, Any], list[str]]:
+def baseline_options(path: str | None, fail_on: str) -> tuple[dict[str, Any], list[str]]:
     """RunOptions fields for ``--baseline``/``--fail-on``, and the notices to show.
 
     A baseline that is missing or cannot be read is a notice, never an error:
@@ -197,7 +195,7 @@ def baseline_options(
     if path:
         report, notice = read_baseline(path)
         if report is not None:
-            fields.update(baseline=report, baseline_file=label or path)
+            fields.update(baseline=report, baseline_file=path)
         elif notice is not None:
             notices.append(notice)
     if fail_on == "regressions" and "baseline" not in fields:
