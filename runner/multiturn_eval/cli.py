@@ -26,7 +26,7 @@ from .exit_codes import EXIT_CONFIG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK
 from .interrupts import Interrupted, InterruptGuard
 
 if TYPE_CHECKING:
-    from .run import RunOptions
+    from .run import RunOptions, RunOutcome
 
 __all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_INCOMPLETE", "EXIT_OK", "entry", "main"]
 
@@ -124,12 +124,92 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="failing checks as they happen, settings"
     )
 
+    _add_baseline_options(run)
+
+    regrade = sub.add_parser(
+        "regrade",
+        help="re-run the current suite's checks on the replies recorded in a report; "
+        "no agent is called",
+    )
+    regrade.add_argument("report", metavar="REPORT.json", help="the report to regrade")
+    regrade.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        metavar="S",
+        help="the suite files to grade with (repeatable; default: the report's run.suites)",
+    )
+    regrade.add_argument(
+        "-o", "--report-dir", metavar="DIR", required=True, help="where the new reports go"
+    )
+    regrade.add_argument(
+        "--format",
+        type=typed(parse_formats),
+        metavar="LIST",
+        help="comma-separated: json,junit,markdown,html (default all)",
+    )
+    regrade.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="call LLM judges again instead of reusing the verdicts recorded in the report",
+    )
+    regrade.add_argument(
+        "--grader-timeout",
+        type=typed(parse_positive_float),
+        metavar="S",
+        help="seconds one code grader may take on one turn (default 60)",
+    )
+    regrade_verbosity = regrade.add_mutually_exclusive_group()
+    regrade_verbosity.add_argument("-q", "--quiet", action="store_true", help="only the summary")
+    regrade_verbosity.add_argument("-v", "--verbose", action="store_true", help="more detail")
+    _add_baseline_options(regrade)
+
     validate = sub.add_parser("validate", help="load and validate suites; no agent is called")
     validate.add_argument("suites", nargs="+", metavar="SUITE")
 
     schema = sub.add_parser("schema", help="print a JSON Schema")
     schema.add_argument("kind", choices=["suite", "report"])
     return parser
+
+
+def _add_baseline_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--baseline",
+        metavar="REPORT.json",
+        help="compare with this earlier report: each case and turn regressed, fixed, ... "
+        "(missing or unreadable: a notice, and no comparison)",
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=["failures", "regressions"],
+        default="failures",
+        help="exit 1 on any failure (default), or only on a regression against --baseline "
+        "(without a baseline: as failures)",
+    )
+
+
+def baseline_options(path: str | None, fail_on: str) -> tuple[dict[str, Any], list[str]]:
+    """RunOptions fields for ``--baseline``/``--fail-on``, and the notices to show.
+
+    A baseline that is missing or cannot be read is a notice, never an error:
+    the run goes on without a comparison, and ``--fail-on regressions`` then
+    acts as ``failures`` (a PR cannot pass the gate by deleting the baseline).
+    """
+    from .reports.reader import read_baseline
+
+    notices: list[str] = []
+    fields: dict[str, Any] = {"fail_on": fail_on}
+    if path:
+        report, notice = read_baseline(path)
+        if report is not None:
+            fields.update(baseline=report, baseline_file=path)
+        elif notice is not None:
+            notices.append(notice)
+    if fail_on == "regressions" and "baseline" not in fields:
+        notices.append(
+            "fail-on regressions needs a baseline report; without one, any failure fails the run"
+        )
+    return fields, notices
 
 
 def _print_config_error(exc: ConfigError, stream: TextIO) -> None:
@@ -178,6 +258,15 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     )
 
 
+def _with_baseline(options: RunOptions, args: argparse.Namespace, out: TextIO) -> RunOptions:
+    import dataclasses
+
+    fields, notices = baseline_options(args.baseline, args.fail_on)
+    for notice in notices:
+        out.write(f"notice: {notice}\n")
+    return dataclasses.replace(options, **fields)
+
+
 def cmd_run(
     args: argparse.Namespace,
     environment: RunEnvironment,
@@ -186,14 +275,48 @@ def cmd_run(
 ) -> int:
     from .run import run_suites
 
-    outcome = run_suites(args.suites, run_options(args), environment, stream=out, guard=guard)
+    options = _with_baseline(run_options(args), args, out)
+    outcome = run_suites(args.suites, options, environment, stream=out, guard=guard)
+    return _report_outcome(outcome)
+
+
+def cmd_regrade(
+    args: argparse.Namespace,
+    environment: RunEnvironment,
+    out: TextIO,
+    guard: InterruptGuard | None = None,
+) -> int:
+    from .regrade import regrade
+    from .run import RunOptions
+
+    options = RunOptions(
+        grader_timeout=args.grader_timeout,
+        report_dir=args.report_dir,
+        formats=args.format,
+        verbosity=-1 if args.quiet else (1 if args.verbose else 0),
+    )
+    options = _with_baseline(options, args, out)
+    outcome = regrade(
+        args.report,
+        args.suite or None,
+        options,
+        environment,
+        rejudge=args.rejudge,
+        stream=out,
+        guard=guard,
+    )
+    return _report_outcome(outcome)
+
+
+def _report_outcome(outcome: RunOutcome) -> int:
     if outcome.write_error is not None:
         sys.stderr.write(f"multiturn-eval: {outcome.write_error}\n")
     if outcome.internal_error is not None:
         sys.stderr.write(
             outcome.redactor("".join(traceback.format_exception(outcome.internal_error)))
         )
-    return outcome.exit_code
+    code: int = outcome.exit_code
+    return code
 
 
 def _unless_interrupted(code: int, guard: InterruptGuard | None) -> int:
@@ -224,6 +347,8 @@ def main(
             if guard is not None:
                 guard.enter("loading")  # a signal stops the loading (exit 3)
             return _unless_interrupted(cmd_validate(args.suites, environment, out), guard)
+        if args.command == "regrade":
+            return cmd_regrade(args, environment, out, guard)
         return cmd_run(args, environment, out, guard)
     except ConfigError as exc:
         _print_config_error(exc, sys.stderr)

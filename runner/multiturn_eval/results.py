@@ -313,11 +313,111 @@ class RunInfo(_Model):
     """The workflow run, when the report was made in GitHub Actions."""
 
 
+ChangeClass = Literal[
+    "regressed", "fixed", "still_failing", "still_passing", "new", "removed", "not_run"
+]
+"""How a test case or turn changed against a baseline report (see :mod:`.comparison`)."""
+
+
+class TurnChange(_Model):
+    """One turn compared with the same turn (by index) of the baseline."""
+
+    turn_index: int
+    change: ChangeClass
+    before: str | None = None
+    """The baseline's verdict: ``passed``, ``failed``, ``skipped``, or ``3/5`` with repeats."""
+    after: str | None = None
+    """This run's verdict, in the same words."""
+    failing_check: str | None = None
+    """This run's first failed check on the turn (regressed and still failing turns)."""
+
+
+class CaseChange(_Model):
+    """One test case compared with its baseline counterpart."""
+
+    suite: str
+    name: str
+    occurrence: int = 0
+    """0 for the first test case of this name in its suite, 1 for the second, ..."""
+    index: int | None = None
+    """``CaseResult.index`` in this run (None: removed)."""
+    baseline_index: int | None = None
+    """``CaseResult.index`` in the baseline (None: new)."""
+    change: ChangeClass
+    before: str | None = None
+    after: str | None = None
+    pass_rate_before: float | None = None
+    pass_rate_after: float | None = None
+    p_value: float | None = None
+    """With repeats: the one-sided Fisher exact test's p-value for the change in pass rate."""
+    failing_check: str | None = None
+    """This run's first failed check (turn number included)."""
+    turns: list[TurnChange] = Field(default_factory=list)
+
+
+class TotalsDelta(_Model):
+    """A total of this run, the baseline's, and the difference (this run minus baseline)."""
+
+    before: float | None = None
+    after: float | None = None
+    delta: float | None = None
+
+
+class BaselineComparison(_Model):
+    """This run compared with a baseline report (``--baseline``, SPEC 6.7)."""
+
+    file: str
+    """The baseline report as given (path)."""
+    schema_version: str
+    run: RunInfo
+    """The baseline's run information."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    """Test cases per change class (every class present, 0 when none)."""
+    turn_counts: dict[str, int] = Field(default_factory=dict)
+    """Turns per change class."""
+    noise: str
+    """The rule that decided regressions of repeated test cases, in words."""
+    pass_rate: TotalsDelta = Field(default_factory=TotalsDelta)
+    total_tokens: TotalsDelta = Field(default_factory=TotalsDelta)
+    cost_usd: TotalsDelta = Field(default_factory=TotalsDelta)
+    duration_ms: TotalsDelta = Field(default_factory=TotalsDelta)
+    warnings: list[str] = Field(default_factory=list)
+    cases: list[CaseChange] = Field(default_factory=list)
+    """Every test case of either report: this run's order, then removed ones."""
+
+
+class RegradeInfo(_Model):
+    """This report is a regrade (``multiturn-eval regrade``) of an earlier one."""
+
+    file: str
+    """The regraded report as given (path)."""
+    run: RunInfo
+    """The regraded report's run information."""
+    rejudge: bool = False
+    """``--rejudge``: LLM judges were called again instead of reusing recorded verdicts."""
+    turns_regraded: int = 0
+    """Turns graded again on their recorded reply."""
+    flipped_to_failed: int = 0
+    """Turns that passed in the report and fail now."""
+    flipped_to_passed: int = 0
+    """Turns that failed in the report and pass now."""
+    turns_not_regradable: int = 0
+    """Turns skipped as not regradable (input changed, not in the report)."""
+    notes: list[str] = Field(default_factory=list)
+
+
 class Report(_Model):
     schema_version: str = SCHEMA_VERSION
     run: RunInfo
     summary: Summary
+    baseline: BaselineComparison | None = omitted_when_none(
+        "With --baseline: this run compared with the baseline report."
+    )
+    regrade: RegradeInfo | None = omitted_when_none(
+        "multiturn-eval regrade: the report this one regraded, and how many verdicts flipped."
+    )
     results: list[CaseResult]
+    """Last: ``report.json`` is written case by case after the fields above."""
 
 
 # --------------------------------------------------------------------------- roll-up

@@ -74,6 +74,20 @@ class RunOptions:
     """-1 quiet, 0 normal, 1 verbose (console only)."""
     report_dir_label: str | None = None
     """How errors name ``report_dir`` when it did not come from ``-o`` (the Action's input)."""
+    baseline: Report | None = None
+    """``--baseline``: the report this run is compared with (read by the caller)."""
+    baseline_file: str | None = None
+    """How the report names the baseline (its path as given)."""
+    fail_on: str = "failures"
+    """``--fail-on``: ``failures`` (exit 1 on any failure) or ``regressions`` (exit 1 only on
+    a regression against ``baseline``; without a baseline it acts as ``failures``)."""
+    backend_factory: Callable[[LoadedSuite, RunSettings], Backend] | None = None
+    """Builds each suite's backend instead of its ``agent:`` block (regrade's replay)."""
+    finish_case: Callable[[CaseResult], CaseResult] | None = None
+    """Rewrites each finished result before anyone sees it: the console, ``results.jsonl``,
+    ``on_result`` and the report (regrade marks what it could not grade). Must be idempotent."""
+    finish_report: Callable[[Report], None] | None = None
+    """Amends the final report before it is written (regrade adds its block)."""
 
     def settings_values(self) -> dict[str, object]:
         return {
@@ -253,9 +267,13 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
             loop.close()
 
 
-def _exit_code(report: Report) -> int:
+def _exit_code(report: Report, fail_on: str = "failures") -> int:
+    """3 incomplete; else with ``fail_on="regressions"`` and a baseline: 1 only on a
+    regression (failures and not-run cases alone exit 0); else 1 on any failed or not-run case."""
     if not report.run.complete:
         return EXIT_INCOMPLETE
+    if fail_on == "regressions" and report.baseline is not None:
+        return EXIT_FAILED if report.baseline.counts.get("regressed", 0) else EXIT_OK
     s = report.summary
     return EXIT_OK if s.failed == 0 and s.skipped == 0 else EXIT_FAILED
 
@@ -299,11 +317,15 @@ class _Pipeline:
 
     # ------------------------------------------------------------------ reports
 
-    def build(self, complete: bool, stop_reason: str | None, default_reason: str) -> Report:
+    def build(
+        self, complete: bool, stop_reason: str | None, default_reason: str, snapshot: bool = False
+    ) -> Report:
         from .reports.writer import build_report
 
         results = self.state.final_results(default_reason) if self.state is not None else []
-        return build_report(
+        if self.options.finish_case is not None:
+            results = [self.options.finish_case(result) for result in results]
+        report = build_report(
             self.suite_paths,
             results,
             started_at=self.started_at,
@@ -312,6 +334,15 @@ class _Pipeline:
             stop_reason=stop_reason,
             environment=self.environment,
         )
+        if self.options.finish_report is not None:
+            self.options.finish_report(report)
+        if self.options.baseline is not None and not snapshot:  # snapshots stay cheap
+            from .comparison import compare
+
+            report.baseline = compare(
+                report, self.options.baseline, self.options.baseline_file or "baseline"
+            )
+        return report
 
     def write(self, report: Report, written: dict[str, Path] | None = None) -> dict[str, Path]:
         from .reports.writer import write_reports
@@ -338,7 +369,7 @@ class _Pipeline:
         self.suite_paths = [display_path(p) for p in expanded]
         suites = load_suites(expanded, self.environment.variables)
         missing = [issue for s in suites if (issue := backend_issue(s)) is not None]
-        if missing:
+        if missing and self.options.backend_factory is None:  # a replay needs no SDK
             raise ConfigError(missing)
         selection = Selection(pattern=self.options.pattern, tags=self.options.tags)
         plan = [
@@ -359,7 +390,8 @@ class _Pipeline:
     def create_backends(self, plan: Sequence[PlannedSuite]) -> list[Backend]:
         from .backends.base import create_backend
 
-        backends = [create_backend(p.loaded, p.settings) for p in plan]  # missing SDK: exit 2
+        make = self.options.backend_factory or create_backend
+        backends = [make(p.loaded, p.settings) for p in plan]  # missing SDK: exit 2
         secrets: set[str] = set()
         for planned, backend in zip(plan, backends, strict=True):
             secrets |= planned.loaded.secrets
@@ -408,6 +440,8 @@ class _Pipeline:
         )
 
         def on_result(result: CaseResult) -> None:
+            if self.options.finish_case is not None:
+                result = self.options.finish_case(result)
             if self.console is not None:
                 self.console.case_finished(result)
             if progress is not None:
@@ -440,7 +474,9 @@ class _Pipeline:
     def _snapshot(self) -> Report:
         # the periodic snapshot never races the final (or the watchdog's) writing
         assert self.state is not None
-        return self.build(False, self.state.stop_reason or "in progress", "still running")
+        return self.build(
+            False, self.state.stop_reason or "in progress", "still running", snapshot=True
+        )
 
     async def _run(self, backends: Sequence[Backend], on_result: OnResult) -> None:
         from .scheduler import run_plan
@@ -608,7 +644,7 @@ def _finish(
         warnings.append(pipeline.progress_error)
         if pipeline.console is not None:
             pipeline.console.write(f"warning: {pipeline.progress_error}")
-    code = _exit_code(report)
+    code = _exit_code(report, pipeline.options.fail_on)
     if write_error is not None or internal_error is not None:
         code = EXIT_INCOMPLETE
     if pipeline.console is not None:

@@ -37,6 +37,7 @@ suites' own code (agents, tools, graders, ``install``) runs in.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import signal
@@ -319,6 +320,7 @@ class Action:
             pattern=inputs.filter or None,
             tags=tuple(inputs.tags),
             report_dir_label="input 'report-dir'",
+            **self.baseline_fields(inputs),
         )
         config_error: ConfigError | None = None
         crash: BaseException | None = None
@@ -370,6 +372,49 @@ class Action:
                 )
             )
         return code, outcome
+
+    def baseline_fields(self, inputs: ActionInputs) -> dict[str, Any]:
+        """RunOptions fields for the ``baseline`` and ``fail-on`` inputs; notices for the rest.
+
+        ``baseline`` is a path or a glob relative to the working directory (downloaded
+        artifacts); of several readable matches the newest by ``run.finished_at`` is
+        used, and a notice says which. No match, or nothing readable: a notice, and the
+        run goes on without a comparison (``fail-on: regressions`` then acts as
+        ``failures``).
+        """
+        from ..reports.reader import read_baseline
+
+        fields: dict[str, Any] = {"fail_on": inputs.fail_on}
+        notices: list[str] = []
+        pattern = inputs.baseline
+        if pattern:
+            workdir = inputs.working_directory
+            if any(ch in pattern for ch in "*?[") and not (workdir / pattern).exists():
+                matches = sorted(glob.glob(pattern, root_dir=workdir, recursive=True))  # noqa: PTH207
+            else:
+                matches = [pattern]
+            candidates = []
+            for match in matches:
+                report, notice = read_baseline(workdir / match)
+                if report is not None:
+                    candidates.append((match, report))
+                elif notice is not None:  # named as the input names it
+                    notices.append(notice.replace(str(workdir / match), match))
+            if not matches:
+                notices.append(f"no baseline comparison: no file matches {pattern!r}")
+            if candidates:
+                path, report, note = decisions.choose_baseline(candidates)
+                fields.update(baseline=report, baseline_file=path)
+                if note is not None:
+                    notices.append(note)
+        if inputs.fail_on == "regressions" and "baseline" not in fields:
+            notices.append(
+                "fail-on regressions needs a baseline report; without one, "
+                "any failure fails the step"
+            )
+        for notice in notices:
+            self.annotate(Annotation("notice", notice, title="multiturn-eval: baseline"))
+        return fields
 
     def step_summary(self, text: str) -> None:
         if self.context.github.summary_file is None:

@@ -289,3 +289,24 @@ def config_error_body(marker: str, issues: Sequence[ConfigIssue], run_url: str |
     if run_url:
         lines += ["", f"[workflow run]({run_url})"]
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------- baseline
+
+
+def choose_baseline(candidates: Sequence[tuple[str, Report]]) -> tuple[str, Report, str | None]:
+    """The newest of several baseline reports (by ``run.finished_at``), and a note saying so.
+
+    ``finished_at`` is an ISO 8601 UTC timestamp, so text order is time order;
+    equal timestamps keep the first path in sorted order.
+    """
+    assert candidates
+    ordered = sorted(candidates, key=lambda item: item[0])
+    path, report = max(ordered, key=lambda item: item[1].run.finished_at)
+    if len(candidates) == 1:
+        return path, report, None
+    note = (
+        f"baseline: {len(candidates)} reports match; using the newest, {path} "
+        f"(finished {report.run.finished_at})"
+    )
+    return path, report, note

@@ -18,6 +18,11 @@ Decisions where action.yml leaves room:
   ``pip install`` as a package specifier, path or pip option.
 - ``fail-on-failure`` accepts the YAML 1.2 booleans ``true``/``True``/``TRUE``
   and ``false``/``False``/``FALSE`` (as ``core.getBooleanInput``).
+- ``baseline`` is a path or a glob (``**`` allowed) relative to
+  ``working-directory``; it is resolved when the run starts (a missing one is a
+  notice, never an error). ``fail-on`` is ``failures`` or ``regressions``
+  (case-insensitive). ``fail-on-failure: false`` still turns exit 1 into a
+  passing step whichever ``fail-on`` is.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ INPUTS: dict[str, str | None] = {
     "install": "",
     "working-directory": ".",
     "fail-on-failure": "true",
+    "baseline": "",
+    "fail-on": "failures",
 }
 SECRET_INPUTS = ("github-token", "anthropic-api-key", "openai-api-key")
 
@@ -79,6 +86,9 @@ class ActionInputs:
     install: list[str] = field(default_factory=list)
     """arguments for ``pip install`` (run in the working directory), files as ``-r FILE``"""
     fail_on_failure: bool = True
+    baseline: str | None = None
+    """a path or glob relative to ``working_directory`` (resolved by the action)"""
+    fail_on: Literal["failures", "regressions"] = "failures"
 
 
 def raw_input(env: Mapping[str, str], name: str) -> str:
@@ -174,6 +184,15 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
             InputProblem("fail-on-failure", f"{fail_text!r} is not a boolean (true or false)")
         )
 
+    fail_on = raw_input(env, "fail-on").lower() or "failures"
+    if fail_on not in ("failures", "regressions"):
+        problems.append(
+            InputProblem(
+                "fail-on", f"{raw_input(env, 'fail-on')!r} is not one of failures, regressions"
+            )
+        )
+        fail_on = "failures"
+
     install: list[str] = []
     for item in _split(raw_input(env, "install"), r"\s+"):
         candidate = workdir / item
@@ -205,4 +224,6 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
         openai_api_key=raw_input(env, "openai-api-key"),
         install=install,
         fail_on_failure=fail_text in _TRUE,
+        baseline=raw_input(env, "baseline") or None,
+        fail_on=fail_on,  # type: ignore[arg-type]  # checked above
     )

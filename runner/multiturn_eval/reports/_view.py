@@ -356,3 +356,47 @@ def representative_run(case: CaseResult) -> int | None:
         if run.passed == case.passed:
             return run.run_index
     return case.runs[0].run_index if case.runs else None
+
+
+# ------------------------------------------------------------------ baseline deltas
+
+CHANGE_WORDS: dict[str, str] = {
+    "regressed": "regressed",
+    "fixed": "fixed",
+    "still_failing": "still failing",
+    "still_passing": "still passing",
+    "new": "new",
+    "removed": "removed",
+    "not_run": "not run",
+}
+
+CHANGE_ICON: dict[str, str] = {
+    "regressed": "🔻",
+    "fixed": "🔺",
+    "still_failing": "❌",
+    "still_passing": "✅",
+    "new": "🆕",
+    "removed": "➖",
+    "not_run": "⏭️",
+}
+
+
+def _signed(value: float, text: str) -> str:
+    return ("+" if value > 0 else "−" if value < 0 else "±") + text
+
+
+def delta_rate(delta: float | None) -> str:
+    """A pass-rate difference in percentage points: ``−12.5 pp``."""
+    return "n/a" if delta is None else _signed(delta, f"{abs(delta) * 100:.1f} pp")
+
+
+def delta_count(delta: float | None) -> str:
+    return "n/a" if delta is None else _signed(delta, f"{abs(round(delta)):,}")
+
+
+def delta_cost(delta: float | None) -> str:
+    return "n/a" if delta is None else _signed(delta, cost(abs(delta)))
+
+
+def delta_duration(delta: float | None) -> str:
+    return "n/a" if delta is None else _signed(delta, duration(abs(delta)))

@@ -248,5 +248,29 @@ class Console:
         outcome = "passed" if s.failed == 0 and s.skipped == 0 and report.run.complete else "failed"
         summary = f"{', '.join(parts)} ({extra}) in {_seconds(report.run.duration_ms)}{state}"
         self.write(self._paint(outcome, summary))
+        self._write_comparisons(report)
         if self.verbosity >= 0 and written:
             self.write("reports: " + ", ".join(written.values()))
+
+    def _write_comparisons(self, report: Report) -> None:
+        """The regrade's flips and the baseline's counts, one line each, then each regression."""
+        if report.regrade is not None:
+            from ..regrade import flips_line
+
+            self.write(self.clip(flips_line(report.regrade), 400))
+        if report.baseline is not None:
+            from ..comparison import regressions, summary_line
+
+            comparison = report.baseline
+            self.write(
+                self._paint(
+                    "failed" if comparison.counts.get("regressed") else "passed",
+                    self.clip(summary_line(comparison), 400),
+                )
+            )
+            for change in regressions(comparison):
+                why = f": {change.failing_check}" if change.failing_check else ""
+                self.write(
+                    f"  regressed: {self.clip(change.suite, 120)} › {self.clip(change.name, 160)} "
+                    f"({change.before} -> {change.after}){self.clip(why, 300)}"
+                )

@@ -337,6 +337,55 @@ def _verdict(report: Report) -> tuple[str, str]:
     return "passed", f"All {v.plural(s.total, 'test case')} passed"
 
 
+def _regrade_line(report: Report) -> str:
+    if report.regrade is None:
+        return ""
+    from ..regrade import flips_line
+
+    return " ".join([flips_line(report.regrade) + ".", *report.regrade.notes])
+
+
+def _baseline_view(
+    report: Report, cases: list[dict[str, Any]]
+) -> tuple[list[dict[str, str]], dict[str, str] | None]:
+    """A change badge on each case, the filter's choices and the totals' delta row."""
+    for view in cases:
+        view["change"] = ""
+    comparison = report.baseline
+    if comparison is None:
+        return [], None
+    by_key = {(c.suite, c.index): c for c in comparison.cases if c.index is not None}
+    for view, case in zip(cases, report.results, strict=True):
+        change = by_key.get((case.suite, case.index))
+        if change is None:
+            continue
+        view["change"] = change.change
+        view["change_word"] = v.CHANGE_WORDS[change.change]
+        view["change_title"] = v.clean(f"{change.before or '—'} → {change.after or '—'}")
+    choices = [
+        {"value": k, "label": f"{v.CHANGE_WORDS[k]} ({n:,})"}
+        for k, n in comparison.counts.items()
+        if n and k in v.CHANGE_WORDS and k != "removed"
+    ]
+    shown = ", ".join(
+        f"{n:,} {v.CHANGE_WORDS[k]}"
+        for k, n in comparison.counts.items()
+        if n and k in v.CHANGE_WORDS
+    )
+    delta = {
+        "cases": v.clean(f"Δ vs baseline: {shown or 'none'}"),
+        "turns": v.clean(
+            f"{comparison.turn_counts.get('regressed', 0):,} regressed, "
+            f"{comparison.turn_counts.get('fixed', 0):,} fixed"
+        ),
+        "pass_rate": v.delta_rate(comparison.pass_rate.delta),
+        "tokens": v.delta_count(comparison.total_tokens.delta),
+        "cost": v.delta_cost(comparison.cost_usd.delta),
+        "duration": v.delta_duration(comparison.duration_ms.delta),
+    }
+    return choices, delta
+
+
 @v.gc_paused
 def render_html(report: Report) -> str:
     assets = _assets()
@@ -353,6 +402,7 @@ def render_html(report: Report) -> str:
             view["stats"] += f" · {case.repeat.passes}/{case.repeat.runs} runs"
             if case.repeat.flaky:
                 view["stats"] += " · flaky"
+    changes, delta = _baseline_view(report, cases)
     turns = [f"{s.turns.passed:,} passed"]
     if s.turns.failed:
         turns.append(f"{s.turns.failed:,} failed")
@@ -394,7 +444,10 @@ def render_html(report: Report) -> str:
             if not report.run.complete
             else ""
         ),
+        "regrade": v.clean(_regrade_line(report)),
         "failures": f"{s.failed:,}",
+        "changes": changes,
+        "delta": delta,
         "cases": cases,
         "footer": f"multiturn-eval {report.run.version or ''}".rstrip()
         + " · the complete data is in report.json",

@@ -126,7 +126,18 @@ def _case_text(case: CaseResult) -> str:
     return v.xml_clean("\n".join(lines) + "\n")
 
 
-def _testcase(parent: ET.Element, case: CaseResult) -> None:
+def _regressed(report: Report) -> dict[tuple[str, int], str]:
+    """(suite, index) -> ``regressed vs baseline (passed -> failed)`` for each regressed case."""
+    if report.baseline is None:
+        return {}
+    return {
+        (c.suite, c.index): f"regressed vs baseline ({c.before} -> {c.after})"
+        for c in report.baseline.cases
+        if c.change == "regressed" and c.index is not None
+    }
+
+
+def _testcase(parent: ET.Element, case: CaseResult, regressed: str | None = None) -> None:
     attrs = {
         "classname": v.xml_clean(case.suite_name),
         "name": v.xml_clean(case.name),
@@ -149,6 +160,8 @@ def _testcase(parent: ET.Element, case: CaseResult) -> None:
     repeat = v.repeat_reason(case)
     if repeat is not None and case.outcome != "skipped":
         message = _one_line(f"{repeat}; first failure: {message}")
+    if regressed is not None:
+        message = _one_line(f"{regressed}: {message}")
     if case.outcome == "skipped":
         # the reason as text too: some readers show only one of the two
         ET.SubElement(element, "skipped", {"message": message}).text = message
@@ -170,6 +183,7 @@ def _counts(cases: list[CaseResult]) -> dict[str, str]:
 
 @v.gc_paused
 def render_junit(report: Report) -> str:
+    regressed = _regressed(report)
     by_suite: dict[str, list[CaseResult]] = {path: [] for path in report.run.suites}
     names: dict[str, str] = {}
     for case in report.results:
@@ -197,6 +211,6 @@ def render_junit(report: Report) -> str:
             },
         )
         for case in cases:
-            _testcase(suite, case)
+            _testcase(suite, case, regressed.get((case.suite, case.index)))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

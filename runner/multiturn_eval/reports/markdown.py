@@ -43,13 +43,14 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from ..results import CaseResult, Report, TurnResult
+from ..results import BaselineComparison, CaseChange, CaseResult, RegradeInfo, Report, TurnResult
 from . import _view as v
 
 MAX_CHARS = 60_000
@@ -190,6 +191,8 @@ class _Totals:
     """With repeats: the extra header cells (``| pass^K | ...``); empty otherwise."""
     repeat_align: str = ""
     repeat_cells: str = ""
+    repeat_blank: str = ""
+    """With repeats: empty cells that pad the baseline-delta row to the header's width."""
 
 
 @dataclass
@@ -211,6 +214,22 @@ def comment_marker(report: Report) -> str:
 
 
 def _verdict(report: Report) -> str:
+    verdict = _run_verdict(report)
+    if report.baseline is None:
+        return verdict
+    regressed = report.baseline.counts.get("regressed", 0)
+    fixed = report.baseline.counts.get("fixed", 0)
+    head = (
+        f"🔻 {v.plural(regressed, 'regression')} vs baseline"
+        if regressed
+        else "no regression vs baseline"
+    )
+    if fixed:
+        head += f", {fixed:,} fixed"
+    return f"{verdict} · {head}"
+
+
+def _run_verdict(report: Report) -> str:
     s = report.summary
     if not report.run.complete:
         reason = md_text(report.run.stop_reason or "interrupted", 200)
@@ -254,7 +273,11 @@ def _totals(report: Report) -> _Totals:
     cached = usage.cache_read_tokens + usage.cache_creation_tokens
     if cached:
         tokens += f" ({cached:,} cached)"
+    extra: list[Any] = []
+    if report.baseline is not None:
+        extra.append(_delta_row(report.baseline))
     totals = _Totals(
+        extra_rows=extra,
         cases=f"{s.total:,}: " + ", ".join(cases),
         turns=f"{s.turns.total:,}: " + ", ".join(turns),
         pass_rate=v.rate(s.pass_rate),
@@ -271,6 +294,7 @@ def _totals(report: Report) -> _Totals:
             f" {r.pass_all:,} ({v.rate(r.pass_all_rate)}) | {r.pass_any:,} ({v.rate(r.pass_any_rate)})"
             f" | {r.flaky:,} | {v.cost(s.mean_cost_per_case_run)} |"
         )
+        totals.repeat_blank = "  |" * 4
     return totals
 
 
@@ -289,6 +313,177 @@ def _flaky_lines(report: Report) -> list[str]:
     if len(flaky) > MAX_FLAKY:
         lines.append(f"- <i>{len(flaky) - MAX_FLAKY:,} more in report.html</i>")
     return lines
+
+
+@dataclass
+class _DeltaRow:
+    cases: str
+    turns: str
+    pass_rate: str
+    tokens: str
+    cost: str
+    duration: str
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    shown = [f"{n:,} {v.CHANGE_WORDS[k]}" for k, n in counts.items() if n and k in v.CHANGE_WORDS]
+    return ", ".join(shown) or "none"
+
+
+def _delta_row(comparison: BaselineComparison) -> _DeltaRow:
+    """The totals table's second row: this run minus the baseline."""
+    return _DeltaRow(
+        cases=f"<b>Δ vs baseline</b>: {_counts_text(comparison.counts)}",
+        turns=_counts_text(
+            {k: n for k, n in comparison.turn_counts.items() if k in ("regressed", "fixed")}
+        ),
+        pass_rate=v.delta_rate(comparison.pass_rate.delta),
+        tokens=v.delta_count(comparison.total_tokens.delta),
+        cost=v.delta_cost(comparison.cost_usd.delta),
+        duration=v.delta_duration(comparison.duration_ms.delta),
+    )
+
+
+#: rows per section of the baseline comparison, and the characters each section may take
+#: (whatever the names and checks hold: the whole section stays under about 30,000, so
+#: the comment keeps room for the failing test cases below it)
+_MAX_REGRESSED, _MAX_FIXED, _MAX_OTHER = 30, 30, 50
+_BUDGET_REGRESSED, _BUDGET_FIXED, _BUDGET_OTHER = 16_000, 6_000, 6_000
+
+
+def _change_title(change: CaseChange) -> str:
+    return f"{md_text(change.name, 120)} <sub>{_code(change.suite, 80)}</sub>"
+
+
+def _changed_turns(change: CaseChange, kind: str) -> str:
+    turns = [t for t in change.turns if t.change == kind]
+    if not turns:
+        return "—"
+    shown = ", ".join(
+        f"{t.turn_index + 1} ({md_text(t.before or '—', 20)} → {md_text(t.after or '—', 20)})"
+        for t in turns[:5]
+    )
+    return shown + (f" <i>+{len(turns) - 5} more</i>" if len(turns) > 5 else "")
+
+
+def _first_turn_check(change: CaseChange) -> str:
+    for turn in change.turns:
+        if turn.change == "regressed" and turn.failing_check:
+            return f"turn {turn.turn_index + 1}: {turn.failing_check}"
+    return change.failing_check or ""
+
+
+def _verdicts(change: CaseChange) -> str:
+    return f"{md_text(change.before or '—', 30)} → {md_text(change.after or '—', 30)}"
+
+
+def _table(
+    changes: list[CaseChange],
+    row: Callable[[CaseChange], str],
+    head: str,
+    max_rows: int,
+    budget: int,
+) -> str:
+    """``head`` and a row per change while within ``max_rows`` and ``budget`` characters."""
+    rows: list[str] = []
+    used = len(head)
+    for change in changes[:max_rows]:
+        text = row(change)
+        if used + len(text) + 1 > budget:
+            break
+        rows.append(text)
+        used += len(text) + 1
+    table = head + "\n".join(rows)
+    left = len(changes) - len(rows)
+    if left:
+        table += (
+            f"\n\n<i>{v.plural(left, 'more test case')}: every one is in report.html and "
+            "report.json.</i>"
+        )
+    return table
+
+
+def _regressed_row(c: CaseChange) -> str:
+    return (
+        f"| {_change_title(c)} | {_changed_turns(c, 'regressed')} | {_verdicts(c)} | "
+        f"{md_text(_first_turn_check(c), 200)} |"
+    )
+
+
+def _fixed_row(c: CaseChange) -> str:
+    return f"| {_change_title(c)} | {_changed_turns(c, 'fixed')} | {_verdicts(c)} |"
+
+
+def _other_row(c: CaseChange) -> str:
+    return (
+        f"| {v.CHANGE_ICON[c.change]} {v.CHANGE_WORDS[c.change]} | {_change_title(c)} | "
+        f"{_verdicts(c)} |"
+    )
+
+
+_OTHERS = ("still_failing", "still_passing", "new", "removed", "not_run")
+
+
+def render_comparison(comparison: BaselineComparison) -> str:
+    """Regressions first (turn, before → after, the failing check), then fixed, the rest folded.
+
+    Each section has a row budget and a character budget, so however many cases changed
+    and whatever their names hold, the section stays under about 30,000 characters.
+    """
+    by: dict[str, list[CaseChange]] = {}
+    for change in comparison.cases:
+        by.setdefault(change.change, []).append(change)
+    parts: list[str] = []
+    regressed = by.get("regressed", [])
+    if regressed:
+        head = (
+            f"#### 🔻 Regressions vs baseline ({len(regressed):,})\n\n"
+            "| Test case | Turn (before → after) | Case | What fails now |\n|:--|:--|:--|:--|\n"
+        )
+        parts.append(_table(regressed, _regressed_row, head, _MAX_REGRESSED, _BUDGET_REGRESSED))
+    fixed = by.get("fixed", [])
+    if fixed:
+        head = (
+            f"#### 🔺 Fixed vs baseline ({len(fixed):,})\n\n"
+            "| Test case | Turn (before → after) | Case |\n|:--|:--|:--|\n"
+        )
+        parts.append(_table(fixed, _fixed_row, head, _MAX_FIXED, _BUDGET_FIXED))
+    # the most telling first: what still fails, then what is new, gone or not run
+    rest = [
+        c
+        for k in ("still_failing", "new", "removed", "not_run", "still_passing")
+        for c in by.get(k, [])
+    ]
+    if rest:
+        counts = {k: len(by.get(k, [])) for k in _OTHERS}
+        head = (
+            f"<details>\n<summary>Other test cases vs baseline: {_counts_text(counts)}</summary>"
+            "\n\n| Change | Test case | Before → after |\n|:--|:--|:--|\n"
+        )
+        parts.append(_table(rest, _other_row, head, _MAX_OTHER, _BUDGET_OTHER) + "\n\n</details>")
+    source = md_text(comparison.file, 160)
+    if comparison.run.git_sha:
+        source += f" ({md_text(comparison.run.git_sha[:7])})"
+    parts.append(f"<sub>Baseline: {source}. {md_text(comparison.noise, 300)}.</sub>")
+    for warning in comparison.warnings[:3]:
+        parts.append(f"<sub>⚠️ {md_text(warning, 300)}</sub>")
+    if len(comparison.warnings) > 3:
+        parts.append(f"<sub>… {len(comparison.warnings) - 3:,} more warnings in report.json</sub>")
+    return "\n\n".join(parts)
+
+
+def render_regrade(info: RegradeInfo) -> str:
+    """The regrade's line: how many verdicts flipped each way."""
+    text = (
+        f"**Regrade** of {md_text(info.file, 160)}: {v.plural(info.turns_regraded, 'turn')} "
+        f"graded again on the recorded replies, no agent called; "
+        f"{info.flipped_to_failed:,} passed → failed, {info.flipped_to_passed:,} failed → passed"
+    )
+    if info.turns_not_regradable:
+        text += f"; {v.plural(info.turns_not_regradable, 'turn')} not regradable"
+    for note in info.notes:
+        text += f"<br><sub>{md_text(note, 200)}</sub>"
+    return text
 
 
 def _suite_rows(report: Report) -> list[_SuiteRow]:
@@ -508,6 +703,8 @@ def render_markdown(report: Report) -> str:
             if not report.run.complete
             else ""
         ),
+        "regrade": render_regrade(report.regrade) if report.regrade is not None else "",
+        "comparison": render_comparison(report.baseline) if report.baseline is not None else "",
         "blocks": [],
         "compact": [],
         "compact_title": "",

@@ -102,3 +102,16 @@ def load_report(path: Path) -> Report:
     except OSError as exc:
         raise ReportFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return parse_report(data, str(path))
+
+
+def read_baseline(path: str | Path) -> tuple[Report | None, str | None]:
+    """A baseline report for ``--baseline``, or (None, a notice saying why there is none).
+
+    A missing or unreadable baseline is never an error (SPEC 6.7): the run goes
+    on as without one, and the notice is shown on the console (and as a
+    ``::notice`` in the Action).
+    """
+    try:
+        return load_report(Path(path)), None
+    except ReportFormatError as exc:
+        return None, f"no baseline comparison: {exc}"

@@ -129,13 +129,16 @@
   var only = document.getElementById("only-failures");
   var search = document.getElementById("search");
   var shown = document.getElementById("shown");
+  var change = document.getElementById("change");  // only with a baseline comparison
   function apply() {
     var query = search.value.trim().toLowerCase();
     var failuresOnly = only.checked;
+    var wanted = change ? change.value : "";
     var count = 0;
     rows.forEach(function (row) {
       var outcome = row.getAttribute("data-outcome");
       var visible = (!failuresOnly || outcome === "failed" || outcome === "error") &&
+        (!wanted || row.getAttribute("data-change") === wanted) &&
         (!query || row.getAttribute("data-name").indexOf(query) !== -1);
       row.hidden = !visible;
       if (visible) count += 1;
@@ -144,6 +147,7 @@
   }
   only.addEventListener("change", apply);
   search.addEventListener("input", apply);
+  if (change) change.addEventListener("change", apply);
   document.getElementById("controls").hidden = false;
   apply();
   function openFromHash() {  // report.html#case-12 opens that test case

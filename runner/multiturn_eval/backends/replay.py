@@ -1,0 +1,141 @@
+"""The ``replay`` backend of ``multiturn-eval regrade``: recorded replies, no agent.
+
+Each session answers a test case's turns with the replies recorded in an
+earlier report (response, tool invocations, token usage, cost, warnings), so
+every check of the *current* suite runs through the same pipeline as a live run
+(``run_suites``), without any agent being called.
+
+A session is matched to its recorded test case by suite file and name; test
+cases of the same name in one suite by occurrence (the n-th session opened for
+that name gets the n-th recorded case of that name: the scheduler opens
+sessions in suite order). A turn is matched by its index. The session refuses,
+with :class:`NotRegradable`, a turn whose input is not the recorded one ("input
+changed since the report") or that the report does not have ("not in the
+report"), and it says the session is dead, so the rest of the case is not sent
+either: its recorded replies answered another conversation. :mod:`..regrade`
+turns those turns into skipped, not regradable ones.
+
+A recorded turn that got no reply (an error, a skip) is answered with that
+error and marked, so the regrade keeps the recorded turn as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..errors import BackendError
+from ..results import CaseResult, TurnResult
+from ..types import CaseContext, TurnFile, TurnReply
+
+if TYPE_CHECKING:
+    from ..loader import LoadedSuite
+    from ..settings import RunSettings
+
+NOT_IN_REPORT = "not regradable: not in the report"
+INPUT_CHANGED = "not regradable: input changed since the report"
+_OPEN_PREFIX = "could not open a session: "
+
+
+class NotRegradable(BackendError):
+    """A turn (or test case) the report holds no reply for."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, session_alive=False)
+
+
+@dataclass
+class CaseMarks:
+    """What the replay did with one test case of the current suite."""
+
+    recorded: CaseResult | None
+    """The recorded case it replayed (None: not in the report)."""
+    turns: dict[int, str] = field(default_factory=dict)
+    """turn index -> ``recorded`` (no reply recorded: kept as it was) or a not-regradable reason."""
+
+
+@dataclass
+class ReplayState:
+    """The recorded report, indexed, and the marks every session leaves (shared by suites)."""
+
+    recorded: dict[tuple[str, str, int], CaseResult]
+    """(suite, name, occurrence) -> the recorded test case."""
+    marks: dict[tuple[str, int], CaseMarks] = field(default_factory=dict)
+    """(suite, current case index) -> what the replay did."""
+    calls: int = 0
+    """Replies replayed (the tests check that no agent was needed for them)."""
+
+
+class ReplaySession:
+    def __init__(self, case: CaseResult, marks: CaseMarks, state: ReplayState) -> None:
+        self._turns = {t.turn_index: t for t in case.all_turns()}
+        self._marks = marks
+        self._state = state
+        self._next = 0
+
+    async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply:
+        index = self._next
+        self._next += 1
+        turn: TurnResult | None = self._turns.get(index)
+        if turn is None:
+            self._marks.turns[index] = NOT_IN_REPORT
+            raise NotRegradable(NOT_IN_REPORT)
+        if turn.input != message:
+            self._marks.turns[index] = INPUT_CHANGED
+            raise NotRegradable(INPUT_CHANGED)
+        if turn.response is None:  # an error or a skip was recorded: nothing to grade
+            self._marks.turns[index] = "recorded"
+            raise BackendError(turn.errors[0] if turn.errors else "no reply was recorded")
+        self._state.calls += 1
+        return TurnReply(
+            response=turn.response,
+            tool_invocations=list(turn.tool_invocations),
+            token_usage=turn.token_usage,
+            warnings=list(turn.warnings),
+            cost_usd=turn.cost_usd,
+        )
+
+    async def close(self) -> None:
+        """Nothing to close."""
+
+
+class ReplayBackend:
+    name = "replay"
+
+    def __init__(self, suite: LoadedSuite, settings: RunSettings, state: ReplayState) -> None:
+        self._suite = suite
+        self._state = state
+        self._opened: dict[str, int] = {}
+        self.secrets: set[str] = set()
+        self.warnings: list[str] = []
+        self.settings = settings
+
+    def _index(self, name: str, occurrence: int) -> int:
+        """The current suite's index of the ``occurrence``-th test case called ``name``."""
+        seen = 0
+        for i in range(len(self._suite.suite.test_cases)):
+            if self._suite.case_name(i) == name:
+                if seen == occurrence:
+                    return i
+                seen += 1
+        return -1
+
+    async def open_session(self, case: CaseContext) -> ReplaySession:
+        name = case.test_case_name
+        occurrence = self._opened.get(name, 0)
+        self._opened[name] = occurrence + 1
+        suite = self._suite.display_path
+        recorded = self._state.recorded.get((suite, name, occurrence))
+        marks = CaseMarks(recorded)
+        self._state.marks[(suite, self._index(name, occurrence))] = marks
+        if recorded is None:
+            raise NotRegradable(NOT_IN_REPORT)
+        if not any(t.response is not None for t in recorded.all_turns()):
+            opened = [e for e in recorded.errors if e.startswith(_OPEN_PREFIX)]
+            if opened:  # the session never opened: the same error again, nothing to grade
+                raise BackendError(opened[0][len(_OPEN_PREFIX) :])
+        return ReplaySession(recorded, marks, self._state)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,346 @@
+"""A run compared with a baseline report (``--baseline REPORT.json``, SPEC 6.7). Pure: no I/O.
+
+Every test case and every turn of either report gets one class:
+
+==============  =============================================================
+regressed       passed in the baseline, fails now
+fixed           failed in the baseline, passes now
+still_failing   failed in both
+still_passing   passed in both
+new             only in this run
+removed         only in the baseline (deleted, renamed, or not selected now)
+not_run         skipped on either side (an interrupted run, a not regradable
+                case): no verdict to compare, never a regression
+==============  =============================================================
+
+**Matching.** A test case is identified by its suite file (``CaseResult.suite``,
+as reports show it) and its name; a turn by its index within the case (a legacy
+single-turn case is turn 0). Order does not matter, so reordered cases match.
+A renamed case is ``removed`` under its old name and ``new`` under the new one.
+Duplicate names in one suite are matched by occurrence: the n-th case of that
+name in this run with the n-th of that name in the baseline, and the comparison
+carries a warning naming them.
+
+**Repeats (noise margin).** When either side ran the case several times
+(``CaseResult.repeat``; a side without repeats counts as 1 run), a verdict is a
+pass rate, and one flip is not a regression. The case (or turn, from
+``turn_pass_counts``) is ``regressed`` only when its pass rate dropped by at
+least :data:`MIN_DROP` **and** a one-sided Fisher exact test on the two
+pass counts (passes/K before vs after) gives p <= :data:`ALPHA`; ``fixed`` is the
+same test the other way. Otherwise it is ``still_passing`` or ``still_failing``
+by this run's verdict (the ``min_pass_rate`` gate). Examples with K=5 on both
+sides: 5/5 -> 1/5 regresses (p = 0.024), 5/5 -> 2/5 does not (p = 0.083); with
+K=10: 10/10 -> 6/10 regresses (p = 0.043). A single run on both sides is the
+plain rule: passed -> failed is a regression.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .results import (
+    BaselineComparison,
+    CaseChange,
+    CaseResult,
+    ChangeClass,
+    Report,
+    TotalsDelta,
+    TurnChange,
+    TurnResult,
+)
+
+ALPHA = 0.05
+"""Significance level of the one-sided Fisher exact test on repeated pass counts."""
+
+MIN_DROP = 0.1
+"""The smallest change in pass rate that can count as a regression (or a fix)."""
+
+CLASSES: tuple[ChangeClass, ...] = (
+    "regressed",
+    "fixed",
+    "still_failing",
+    "still_passing",
+    "new",
+    "removed",
+    "not_run",
+)
+
+NOISE_RULE = (
+    f"repeated cases: regressed when the pass rate drops by at least {MIN_DROP:g} and a "
+    f"one-sided Fisher exact test on passes/K gives p <= {ALPHA:g}; single runs: passed -> failed"
+)
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """One side's verdict on a case or turn: passes of runs, or not run."""
+
+    passes: int
+    runs: int
+    skipped: bool = False
+
+    @property
+    def rate(self) -> float:
+        return self.passes / self.runs if self.runs else 0.0
+
+    def words(self, repeated: bool) -> str:
+        if self.skipped:
+            return "not run"
+        if repeated:
+            return f"{self.passes}/{self.runs} passed"
+        return "passed" if self.passes else "failed"
+
+
+def fisher_one_sided(
+    passes_before: int, runs_before: int, passes_after: int, runs_after: int, *, drop: bool = True
+) -> float:
+    """P-value of a one-sided Fisher exact test that the pass rate dropped (or rose).
+
+    Under the null hypothesis (the same pass rate on both sides) the passes of the
+    "after" side follow a hypergeometric distribution given the margins; the
+    p-value is P(X <= passes_after) for a drop, P(X >= passes_after) for a rise.
+    """
+    total = runs_before + runs_after
+    passes = passes_before + passes_after
+    denominator = math.comb(total, runs_after)
+    low = max(0, runs_after - (total - passes))
+    high = min(runs_after, passes)
+    values = range(low, passes_after + 1) if drop else range(passes_after, high + 1)
+    favourable = sum(
+        math.comb(passes, x) * math.comb(total - passes, runs_after - x) for x in values
+    )
+    return favourable / denominator
+
+
+def _case_verdict(case: CaseResult) -> _Verdict:
+    if case.skipped:
+        return _Verdict(0, 0, skipped=True)
+    if case.repeat is not None:
+        return _Verdict(case.repeat.passes, case.repeat.runs)
+    return _Verdict(1 if case.passed else 0, 1)
+
+
+def _turn_verdicts(case: CaseResult) -> dict[int, _Verdict]:
+    if case.skipped:
+        return {t.turn_index: _Verdict(0, 0, skipped=True) for t in case.all_turns()}
+    if case.repeat is not None and case.repeat.turn_pass_counts:
+        return {
+            c.turn_index: _Verdict(c.passed, c.runs, skipped=c.runs == 0)
+            for c in case.repeat.turn_pass_counts
+        }
+    return {
+        t.turn_index: _Verdict(0, 0, skipped=True) if t.skipped else _Verdict(int(t.passed), 1)
+        for t in case.all_turns()
+    }
+
+
+def classify(
+    before: _Verdict, after: _Verdict, after_passed: bool
+) -> tuple[ChangeClass, float | None]:
+    """The class of a change between two verdicts, and the test's p-value (repeats only)."""
+    if before.skipped or after.skipped:
+        return "not_run", None
+    if before.runs == 1 and after.runs == 1:
+        if before.passes and not after.passes:
+            return "regressed", None
+        if not before.passes and after.passes:
+            return "fixed", None
+        return ("still_passing" if after.passes else "still_failing"), None
+    change = after.rate - before.rate
+    if change <= -MIN_DROP:
+        p = fisher_one_sided(before.passes, before.runs, after.passes, after.runs, drop=True)
+        if p <= ALPHA:
+            return "regressed", p
+    elif change >= MIN_DROP:
+        p = fisher_one_sided(before.passes, before.runs, after.passes, after.runs, drop=False)
+        if p <= ALPHA:
+            return "fixed", p
+    else:
+        p = None
+    return ("still_passing" if after_passed else "still_failing"), p
+
+
+def _first_check(turn: TurnResult) -> str | None:
+    checks = turn.failed_checks()
+    return checks[0] if checks else None
+
+
+def _case_failing_check(case: CaseResult) -> str | None:
+    turn = case.first_failing_turn()
+    if turn is not None:
+        check = _first_check(turn)
+        if check is not None:
+            return f"turn {turn.turn_index + 1}: {check}"
+    return case.errors[0] if case.errors else None
+
+
+def _compare_case(current: CaseResult, baseline: CaseResult, occurrence: int) -> CaseChange:
+    repeated = current.repeat is not None or baseline.repeat is not None
+    before, after = _case_verdict(baseline), _case_verdict(current)
+    change, p_value = classify(before, after, current.passed)
+    turns_before, turns_after = _turn_verdicts(baseline), _turn_verdicts(current)
+    current_turns = {t.turn_index: t for t in current.all_turns()}
+    turns: list[TurnChange] = []
+    for index in sorted(set(turns_before) | set(turns_after)):
+        if index not in turns_before:
+            turns.append(
+                TurnChange(turn_index=index, change="new", after=turns_after[index].words(repeated))
+            )
+            continue
+        if index not in turns_after:
+            turns.append(
+                TurnChange(
+                    turn_index=index, change="removed", before=turns_before[index].words(repeated)
+                )
+            )
+            continue
+        tb, ta = turns_before[index], turns_after[index]
+        turn = current_turns.get(index)
+        turn_passed = (
+            ta.passes == ta.runs
+            if current.repeat is None
+            else ta.rate >= current.repeat.min_pass_rate
+        )
+        turn_change, _ = classify(tb, ta, turn_passed and not ta.skipped)
+        failing = (
+            _first_check(turn)
+            if turn is not None and not turn.passed and not turn.skipped
+            else None
+        )
+        turns.append(
+            TurnChange(
+                turn_index=index,
+                change=turn_change,
+                before=tb.words(repeated),
+                after=ta.words(repeated),
+                failing_check=failing if turn_change in ("regressed", "still_failing") else None,
+            )
+        )
+    return CaseChange(
+        suite=current.suite,
+        name=current.name,
+        occurrence=occurrence,
+        index=current.index,
+        baseline_index=baseline.index,
+        change=change,
+        before=before.words(repeated),
+        after=after.words(repeated),
+        pass_rate_before=None if before.skipped else before.rate,
+        pass_rate_after=None if after.skipped else after.rate,
+        p_value=p_value,
+        failing_check=_case_failing_check(current) if not current.passed else None,
+        turns=turns,
+    )
+
+
+def _keyed(results: Sequence[CaseResult]) -> dict[tuple[str, str, int], CaseResult]:
+    seen: dict[tuple[str, str], int] = {}
+    out: dict[tuple[str, str, int], CaseResult] = {}
+    for case in results:
+        n = seen.get((case.suite, case.name), 0)
+        seen[(case.suite, case.name)] = n + 1
+        out[(case.suite, case.name, n)] = case
+    return out
+
+
+def _duplicates(results: Sequence[CaseResult], which: str) -> list[str]:
+    counts: dict[tuple[str, str], int] = {}
+    for case in results:
+        counts[(case.suite, case.name)] = counts.get((case.suite, case.name), 0) + 1
+    return [
+        f"{which}: {n} test cases named {name!r} in {suite}: matched by occurrence "
+        "(the n-th of this run with the n-th of the baseline)"
+        for (suite, name), n in counts.items()
+        if n > 1
+    ]
+
+
+def _delta(before: float | None, after: float | None) -> TotalsDelta:
+    delta = after - before if before is not None and after is not None else None
+    return TotalsDelta(before=before, after=after, delta=delta)
+
+
+def compare(
+    current: Report, baseline: Report, baseline_file: str = "baseline"
+) -> BaselineComparison:
+    """``current`` against ``baseline``: every case and turn classed, counts and total deltas."""
+    now, before = _keyed(current.results), _keyed(baseline.results)
+    cases: list[CaseChange] = []
+    for key, case in now.items():
+        old = before.get(key)
+        if old is None:
+            cases.append(
+                CaseChange(
+                    suite=case.suite,
+                    name=case.name,
+                    occurrence=key[2],
+                    index=case.index,
+                    change="new",
+                    after=_case_verdict(case).words(case.repeat is not None),
+                    failing_check=_case_failing_check(case) if not case.passed else None,
+                    turns=[
+                        TurnChange(turn_index=t.turn_index, change="new") for t in case.all_turns()
+                    ],
+                )
+            )
+        else:
+            cases.append(_compare_case(case, old, key[2]))
+    for key, old in before.items():
+        if key not in now:
+            cases.append(
+                CaseChange(
+                    suite=old.suite,
+                    name=old.name,
+                    occurrence=key[2],
+                    baseline_index=old.index,
+                    change="removed",
+                    before=_case_verdict(old).words(old.repeat is not None),
+                    turns=[
+                        TurnChange(turn_index=t.turn_index, change="removed")
+                        for t in old.all_turns()
+                    ],
+                )
+            )
+    counts = dict.fromkeys(CLASSES, 0)
+    turn_counts = dict.fromkeys(CLASSES, 0)
+    for change in cases:
+        counts[change.change] += 1
+        for turn in change.turns:
+            turn_counts[turn.change] += 1
+    s_now, s_before = current.summary, baseline.summary
+    return BaselineComparison(
+        file=baseline_file,
+        schema_version=baseline.schema_version,
+        run=baseline.run,
+        counts=counts,
+        turn_counts=turn_counts,
+        noise=NOISE_RULE,
+        pass_rate=_delta(s_before.pass_rate, s_now.pass_rate),
+        total_tokens=_delta(
+            float(s_before.token_usage.total_tokens), float(s_now.token_usage.total_tokens)
+        ),
+        cost_usd=_delta(s_before.cost_usd, s_now.cost_usd),
+        duration_ms=_delta(baseline.run.duration_ms, current.run.duration_ms),
+        warnings=[
+            *_duplicates(current.results, "this run"),
+            *_duplicates(baseline.results, "baseline"),
+        ],
+        cases=cases,
+    )
+
+
+def regressions(comparison: BaselineComparison) -> list[CaseChange]:
+    """The regressed test cases, in this run's order."""
+    return [c for c in comparison.cases if c.change == "regressed"]
+
+
+def summary_line(comparison: BaselineComparison) -> str:
+    """``vs baseline: 2 regressed, 1 fixed, 5 still passing, ...`` (classes with a count only)."""
+    parts = [
+        f"{comparison.counts.get(name, 0):,} {name.replace('_', ' ')}"
+        for name in CLASSES
+        if comparison.counts.get(name, 0)
+    ]
+    return f"vs baseline {comparison.file}: " + (", ".join(parts) if parts else "no test cases")
