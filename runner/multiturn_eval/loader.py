@@ -198,7 +198,11 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
     if kind == "extra_forbidden":
         hint = ""
         if isinstance(key, str):
-            match = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.75)
+            match = difflib.get_close_matches(key, _known_keys(), n=3, cutoff=0.75)
+            # two swapped letters ('modle') mean the key with the same letters ('model'),
+            # even when a shorter key ('mode') scores higher
+            swapped = [m for m in match if sorted(m) == sorted(key)]
+            match = swapped or match
             hint = f"; did you mean '{match[0]}'?" if match else ""
         return f"unknown key{hint}"
     if kind == "missing":
@@ -532,6 +536,8 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
             )
         names.setdefault(name, i)
         check_evaluations(case.evaluations, (*case_path, "evaluations"))
+        check_evaluations(case.conversation_evaluations, (*case_path, "conversation_evaluations"))
+        issues.extend(_conversation_name_issues(loaded, i, locator))
         for t, turn in enumerate(case.effective_turns()):
             turn_path: Path_ = case_path if case.is_legacy else (*case_path, "turns", t)
             check_evaluations(turn.evaluations, (*turn_path, "evaluations"))
@@ -561,6 +567,31 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
                             )
                         )
     return issues
+
+
+def _conversation_name_issues(
+    loaded: LoadedSuite, index: int, locator: _Locator
+) -> list[ConfigIssue]:
+    """A conversation-level metric may not share its name with a per-turn metric of its case.
+
+    Both are test-case level ``metric_results`` and the run summary counts metrics by
+    name, so a shared name would merge two different checks.
+    """
+    case = loaded.suite.test_cases[index]
+    if not case.conversation_evaluations:
+        return []
+    per_turn = {
+        e.metric_name for turn in case.effective_turns() for e in loaded.evaluations_for(case, turn)
+    }
+    return [
+        locator.issue(
+            ("test_cases", index, "conversation_evaluations", j, "name"),
+            f"metric name '{e.metric_name}' is also a per-turn metric of this test case; "
+            "give the conversation evaluation a distinct 'name:'",
+        )
+        for j, e in enumerate(case.conversation_evaluations)
+        if e.metric_name in per_turn
+    ]
 
 
 @contextlib.contextmanager
