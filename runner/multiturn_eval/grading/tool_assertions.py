@@ -265,7 +265,7 @@ def check_conversation_tools(spec: ConversationTools, ctx: ConversationContext) 
         reason = "; ".join(failed)
     else:
         reason = (
-            f"{checks} tool assertion{'s' if checks != 1 else ''} hold over "
+            f"{checks} tool assertion{'s hold' if checks != 1 else ' holds'} over "
             f"{len(calls)} call{'s' if len(calls) != 1 else ''}"
         )
     dumped: list[dict[str, Any]] = [d.model_dump(mode="json") for d in details]
