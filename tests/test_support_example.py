@@ -86,7 +86,7 @@ def test_the_example_passes_offline(
 def test_a_careless_bot_fails_the_checks_that_guard_the_policy(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], in_repo: None
 ) -> None:
-    code, report, out = run(tmp_path, capsys, with_options(tmp_path, "{careless: true}"))
+    code, report, _ = run(tmp_path, capsys, with_options(tmp_path, "{careless: true}"))
     assert code == 1
     failed = failures(report)
     assert set(failed) == {
