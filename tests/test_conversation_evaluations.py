@@ -292,6 +292,15 @@ def test_disabled_conversation_graders_do_not_run(project: Project) -> None:
             },
             "conversation_evaluations[0].name: metric name 'record' is also a per-turn metric",
         ),
+        (
+            {
+                "turns": [{"input": "a"}],
+                "conversation_tools": {"forbidden_tools": ["x"]},
+                "conversation_evaluations": [grader("record", name="conversation_tools")],
+            },
+            "conversation_evaluations[0].name: metric name 'conversation_tools' is also a "
+            "per-turn metric (or conversation_tools)",
+        ),
     ],
 )
 def test_bad_conversation_evaluations_are_located_config_errors(

@@ -633,10 +633,13 @@ def _conversation_name_issues(
     per_turn = {
         e.metric_name for turn in case.effective_turns() for e in loaded.evaluations_for(case, turn)
     }
+    if case.conversation_tools is not None:
+        per_turn.add("conversation_tools")  # the metric name of conversation_tools
     return [
         locator.issue(
             ("test_cases", index, "conversation_evaluations", j, "name"),
-            f"metric name '{e.metric_name}' is also a per-turn metric of this test case; "
+            f"metric name '{e.metric_name}' is also a per-turn metric (or conversation_tools) "
+            "of this test case; "
             "give the conversation evaluation a distinct 'name:'",
         )
         for j, e in enumerate(case.conversation_evaluations)
