@@ -296,7 +296,7 @@ def test_disabled_conversation_graders_do_not_run(project: Project) -> None:
             {
                 "turns": [{"input": "a"}],
                 "conversation_tools": {"forbidden_tools": ["x"]},
-                "conversation_evaluations": [grader("record", name="conversation_tools")],
+                "conversation_evaluations": [{**grader("record"), "name": "conversation_tools"}],
             },
             "conversation_evaluations[0].name: metric name 'conversation_tools' is also a "
             "per-turn metric (or conversation_tools)",
