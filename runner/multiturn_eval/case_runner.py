@@ -358,7 +358,7 @@ class CaseRunner:
                 metrics.append(
                     await run_code_grader(evaluation, grader, grader_ctx, self.grader_timeout)
                 )
-            elif evaluation.is_response_check:
+            elif isinstance(evaluation, StandardEvaluation) and evaluation.is_response_check:
                 metrics.append(
                     evaluate_response_check(
                         evaluation,
