@@ -37,8 +37,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import BackendError, FatalBackendError, FatalRunError, SessionError
+from .grading.conversation import conversation_turns, evaluate_conversation
 from .grading.evaluators import evaluate_standard, run_code_grader
-from .grading.matchers import check_tools
+from .grading.matchers import RegexBudget
+from .grading.response_checks import evaluate_response_check, no_reply
+from .grading.tool_assertions import check_conversation_tools, check_turn_tools
 from .results import (
     CaseResult,
     MetricResult,
@@ -49,9 +52,10 @@ from .results import (
     turn_passed,
 )
 from .sanitize import checked_reply
-from .suite import CodeEvaluation, TestCase, Turn
+from .suite import CodeEvaluation, StandardEvaluation, TestCase, Turn
 from .types import (
     CaseContext,
+    ConversationContext,
     GraderContext,
     PreviousTurn,
     TokenUsage,
@@ -150,6 +154,8 @@ class CaseRunner:
         self.results: list[TurnResult] = []
         self.case_errors: list[str] = []
         self.warnings: list[str] = []
+        self.conversation_metrics: list[MetricResult] = []
+        self._skip_reason: str | None = None
         self._abandoned: list[str] = []
 
     # -------------------------------------------------------------------------- run
@@ -188,11 +194,13 @@ class CaseRunner:
                 self.case_errors.append(f"could not open a session: {why}")
                 self._note_abandoned("")
                 self._skip_rest("the session could not be opened")
+                await self._grade_conversation()
                 return self._finish(started)
             await self._run_turns(session, started)
         finally:
             if session is not None:
                 await self._close(session)
+        await self._grade_conversation()
         return self._finish(started)  # after closing: close()'s warnings belong to the case
 
     def _note_abandoned(self, where: str) -> None:
@@ -297,6 +305,12 @@ class CaseRunner:
             self.results.append(result)
 
     def _record_error(self, turn_index: int, turn: Turn, error: str, t0: float) -> None:
+        # a response check on a turn without a reply fails, saying so (never skipped silently)
+        checks = [
+            no_reply(e, error)
+            for e in self.loaded.evaluations_for(self.case, turn)
+            if isinstance(e, StandardEvaluation) and e.is_response_check
+        ]
         self.results.append(
             unanswered_turn(
                 self.loaded,
@@ -306,10 +320,13 @@ class CaseRunner:
                 errors=[error],
                 infrastructure_error=True,
                 duration_ms=(time.perf_counter() - t0) * 1000,
+                **({"metric_results": checks} if checks else {}),
             )
         )
 
     def _skip_rest(self, reason: str) -> None:
+        if self._skip_reason is None:
+            self._skip_reason = reason
         for turn_index in range(len(self.results), len(self.turns)):
             turn = self.turns[turn_index]
             self.results.append(
@@ -329,7 +346,8 @@ class CaseRunner:
         self, turn_index: int, turn: Turn, reply: TurnReply, duration_ms: float
     ) -> TurnResult:
         calls = list(reply.tool_invocations)
-        tools_matched, details = check_tools(turn.tools, calls)
+        budget = RegexBudget()  # one for the turn: its tool assertions and its regex checks
+        tools_matched, details = check_turn_tools(turn, calls, budget)
         metrics: list[MetricResult] = []
         grader_ctx: GraderContext | None = None
         for evaluation in self.loaded.evaluations_for(self.case, turn):
@@ -339,6 +357,15 @@ class CaseRunner:
                 grader = self.loaded.graders[evaluation.grader]
                 metrics.append(
                     await run_code_grader(evaluation, grader, grader_ctx, self.grader_timeout)
+                )
+            elif isinstance(evaluation, StandardEvaluation) and evaluation.is_response_check:
+                metrics.append(
+                    evaluate_response_check(
+                        evaluation,
+                        reply.response,
+                        budget=budget,
+                        validator=self.loaded.schema_validator(evaluation),
+                    )
                 )
             elif turn.ground_truth is not None:
                 metrics.append(evaluate_standard(evaluation, reply.response, turn.ground_truth))
@@ -385,6 +412,56 @@ class CaseRunner:
             ),
         )
 
+    # ----------------------------------------------------------- conversation level
+
+    def conversation_context(self) -> ConversationContext:
+        """The finished conversation as ``conversation_evaluations`` graders see it."""
+        # the case-level error (a session that never opened) says it all; else why turns were skipped
+        errors = [*self.case_errors] or ([self._skip_reason] if self._skip_reason else [])
+        return ConversationContext(
+            test_case_name=self.loaded.case_name(self.index),
+            case_context=read_only(self.case.context),
+            turns=conversation_turns(self.results, [t.turn_config for t in self.turns]),
+            instructions=effective_instructions(self.loaded, self.case),
+            session_error="; ".join(errors) if errors else None,
+        )
+
+    async def _grade_conversation(self) -> None:
+        """Run the case's conversation-level checks once, after its last turn."""
+        evaluations = [
+            e
+            for e in self.case.conversation_evaluations or []
+            if not (isinstance(e, CodeEvaluation) and not e.enabled)
+        ]
+        if not evaluations and self.case.conversation_tools is None:
+            return
+        ctx = self.conversation_context()
+        if self.case.conversation_tools is not None:
+            self.conversation_metrics.append(
+                check_conversation_tools(self.case.conversation_tools, ctx)
+            )
+        for evaluation in evaluations:
+            try:
+                metric = await evaluate_conversation(
+                    evaluation,
+                    ctx,
+                    graders=self.loaded.graders,
+                    grader_timeout=self.grader_timeout,
+                )
+            except (FatalRunError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # a bug while grading: this metric fails, the case goes on
+                metric = MetricResult(
+                    metric_name=evaluation.metric_name,
+                    kind=evaluation.type,
+                    passed=False,
+                    error=f"internal error while grading: {error_text(exc)}",
+                    scope="conversation",
+                )
+            finally:
+                self._note_abandoned(" of the conversation evaluations")
+            self.conversation_metrics.append(metric)
+
     # ---------------------------------------------------------------------- results
 
     def _finish(self, started: float) -> CaseResult:
@@ -395,6 +472,7 @@ class CaseRunner:
             errors=self.case_errors,
             warnings=self.warnings,
             duration_ms=(time.perf_counter() - started) * 1000,
+            conversation_metrics=self.conversation_metrics,
         )
 
 
@@ -407,12 +485,29 @@ def build_case_result(
     warnings: Sequence[str] = (),
     duration_ms: float = 0.0,
     skipped: bool = False,
+    conversation_metrics: Sequence[MetricResult] = (),
 ) -> CaseResult:
-    """Roll turn results up into a test-case result (SPEC 6.4)."""
+    """Roll turn results up into a test-case result (SPEC 6.4).
+
+    ``conversation_metrics`` (``scope: conversation``) follow the roll-up of the
+    per-turn metrics in ``metric_results``; the case passes only if they pass. A
+    failed conversation check makes the outcome ``failed`` (a failed check
+    outranks an infrastructure error, as for turns).
+    """
     case = loaded.suite.test_cases[index]
     agent = loaded.suite.agent
     turns = list(turns)
-    passed = not skipped and not errors and bool(turns) and all(t.passed for t in turns)
+    conversation = list(conversation_metrics)
+    passed = (
+        not skipped
+        and not errors
+        and bool(turns)
+        and all(t.passed for t in turns)
+        and all(m.passed for m in conversation)
+    )
+    outcome = case_outcome(passed, skipped, turns, errors)
+    if outcome == "error" and any(not m.passed and m.error is None for m in conversation):
+        outcome = "failed"
     common: dict[str, Any] = {
         "index": index,
         "name": loaded.case_name(index),
@@ -424,12 +519,12 @@ def build_case_result(
         "model": agent.model,
         "passed": passed,
         "skipped": skipped,
-        "outcome": case_outcome(passed, skipped, turns, errors),
+        "outcome": outcome,
         "errors": list(errors),
         "duration_ms": duration_ms,
         "token_usage": TokenUsage.sum([t.token_usage for t in turns]),
         "cost_usd": sum_costs(t.cost_usd for t in turns),
-        "metric_results": rollup_metrics(turns),
+        "metric_results": [*rollup_metrics(turns), *conversation],
         "warnings": [*warnings, *(w for t in turns for w in t.warnings)],
     }
     if not case.is_legacy:
@@ -437,7 +532,7 @@ def build_case_result(
     turn = turns[0] if turns else None
     if turn is not None and not turn.skipped:
         common["errors"] = [*common["errors"], *turn.errors]
-        common["metric_results"] = turn.metric_results
+        common["metric_results"] = [*turn.metric_results, *conversation]
         if turn.infrastructure_error and common["outcome"] == "failed":
             common["outcome"] = "error"
     return CaseResult(

@@ -24,6 +24,7 @@ import difflib
 import errno
 import functools
 import gc
+import json
 import os
 import re
 import stat
@@ -73,6 +74,25 @@ class LoadedSuite:
     factory: Callable[..., Any] | None = None
     secrets: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    json_schemas: dict[str, Any] = field(default_factory=dict)
+    """``schema_file`` (as written) -> the JSON Schema read from it at load"""
+    _validators: dict[int, Any] = field(default_factory=dict, repr=False)
+
+    def schema_validator(self, evaluation: StandardEvaluation) -> Any | None:
+        """The jsonschema validator of a ``metric: json`` evaluation (None: no schema)."""
+        schema = (
+            self.json_schemas.get(evaluation.schema_file)
+            if evaluation.schema_file is not None
+            else evaluation.json_schema
+        )
+        if schema is None:
+            return None
+        key = id(evaluation)
+        if key not in self._validators:
+            from .grading.response_checks import schema_validator
+
+            self._validators[key] = schema_validator(schema)
+        return self._validators[key]
 
     @property
     def name(self) -> str:
@@ -198,7 +218,11 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
     if kind == "extra_forbidden":
         hint = ""
         if isinstance(key, str):
-            match = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.75)
+            match = difflib.get_close_matches(key, _known_keys(), n=3, cutoff=0.75)
+            # two swapped letters ('modle') mean the key with the same letters ('model'),
+            # even when a shorter key ('mode') scores higher
+            swapped = [m for m in match if sorted(m) == sorted(key)]
+            match = swapped or match
             hint = f"; did you mean '{match[0]}'?" if match else ""
         return f"unknown key{hint}"
     if kind == "missing":
@@ -514,6 +538,14 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
 
     def check_evaluations(evaluations: Iterable[Evaluation] | None, path: Path_) -> None:
         for j, evaluation in enumerate(evaluations or []):
+            if (
+                isinstance(evaluation, StandardEvaluation)
+                and evaluation.schema_file is not None
+                and evaluation.schema_file not in loaded.json_schemas
+            ):
+                problem = _read_schema(loaded, evaluation.schema_file)
+                if isinstance(problem, str):
+                    issues.append(locator.issue((*path, j, "schema_file"), problem))
             if isinstance(evaluation, CodeEvaluation) and evaluation.grader not in loaded.graders:
                 try:
                     loaded.graders[evaluation.grader] = resolve_callable(evaluation.grader)
@@ -532,6 +564,8 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
             )
         names.setdefault(name, i)
         check_evaluations(case.evaluations, (*case_path, "evaluations"))
+        check_evaluations(case.conversation_evaluations, (*case_path, "conversation_evaluations"))
+        issues.extend(_conversation_name_issues(loaded, i, locator))
         for t, turn in enumerate(case.effective_turns()):
             turn_path: Path_ = case_path if case.is_legacy else (*case_path, "turns", t)
             check_evaluations(turn.evaluations, (*turn_path, "evaluations"))
@@ -561,6 +595,56 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
                             )
                         )
     return issues
+
+
+def _read_schema(loaded: LoadedSuite, name: str) -> str | None:
+    """Read and check a ``schema_file`` into ``loaded.json_schemas``; the problem, if any."""
+    from .suite import json_schema_problem
+
+    target = loaded.base_dir / name
+    try:
+        text = read_text(target)
+    except ValueError as exc:
+        return f"{exc}: {target}"
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}: {target}"
+    problem = json_schema_problem(schema)
+    if problem is not None:
+        where, why = problem
+        inside = f" at {_format_path(where)}" if where else ""
+        return f"{why}{inside}: {target}"
+    loaded.json_schemas[name] = schema
+    return None
+
+
+def _conversation_name_issues(
+    loaded: LoadedSuite, index: int, locator: _Locator
+) -> list[ConfigIssue]:
+    """A conversation-level metric may not share its name with a per-turn metric of its case.
+
+    Both are test-case level ``metric_results`` and the run summary counts metrics by
+    name, so a shared name would merge two different checks.
+    """
+    case = loaded.suite.test_cases[index]
+    if not case.conversation_evaluations:
+        return []
+    per_turn = {
+        e.metric_name for turn in case.effective_turns() for e in loaded.evaluations_for(case, turn)
+    }
+    if case.conversation_tools is not None:
+        per_turn.add("conversation_tools")  # the metric name of conversation_tools
+    return [
+        locator.issue(
+            ("test_cases", index, "conversation_evaluations", j, "name"),
+            f"metric name '{e.metric_name}' is also a per-turn metric (or conversation_tools) "
+            "of this test case; "
+            "give the conversation evaluation a distinct 'name:'",
+        )
+        for j, e in enumerate(case.conversation_evaluations)
+        if e.metric_name in per_turn
+    ]
 
 
 @contextlib.contextmanager
