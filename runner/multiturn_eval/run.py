@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .results import CaseResult, Report
     from .scheduler import PlannedSuite, RunState
     from .settings import RunSettings
+    from .sharding import ShardSpec
 
 
 OnResult = Callable[["CaseResult"], None]
@@ -72,9 +73,18 @@ class RunOptions:
     """-1 quiet, 0 normal, 1 verbose (console only)."""
     report_dir_label: str | None = None
     """How errors name ``report_dir`` when it did not come from ``-o`` (the Action's input)."""
+    shard: ShardSpec | None = None
+    """``--shard I/N``: run only this shard's test cases (:mod:`.sharding`)."""
+    max_cost: float | None = None
+    """``--max-cost``: the spend cap in US dollars (:mod:`.spend`)."""
+    rerun_failed: str | Path | None = None
+    """``--rerun-failed REPORT.json``: only the cases that did not pass in that report."""
+    keep_passed: bool = False
+    """``--keep-passed``: the new report also holds that report's passed results, in place."""
 
     def settings_values(self) -> dict[str, object]:
         return {
+            "max_cost": self.max_cost,
             "parallel_test_cases": self.parallel_test_cases,
             "turn_timeout": self.turn_timeout,
             "session_timeout": self.session_timeout,
@@ -106,6 +116,8 @@ class RunOutcome:
     """The most test cases that were running at once."""
     cpu_seconds: dict[str, float] = field(default_factory=dict)
     """CPU time of each phase: ``load`` (suites and backends), ``run``, ``reports``."""
+    spend_notice: str | None = None
+    """The one line saying the spend cap kept test cases from starting (None: it did not)."""
 
 
 def expand_suites(patterns: Sequence[str | Path]) -> list[Path]:
@@ -293,6 +305,10 @@ class _Pipeline:
         self.markdown: str | None = None
         """``summary.md`` as written (the PR comment's body)."""
         self.known_secrets = frozenset(secrets)
+        self.shard_info: dict[str, Any] | None = None
+        """``--shard``: the report's ``run.shard`` and ``run.suite_hashes``."""
+        self.kept: dict[tuple[int, int], CaseResult] = {}
+        """``--keep-passed``: earlier results carried into this report."""
 
     # ------------------------------------------------------------------ reports
 
@@ -300,7 +316,7 @@ class _Pipeline:
         from .reports.writer import build_report
 
         results = self.state.final_results(default_reason) if self.state is not None else []
-        return build_report(
+        report = build_report(
             self.suite_paths,
             results,
             started_at=self.started_at,
@@ -309,6 +325,26 @@ class _Pipeline:
             stop_reason=stop_reason,
             environment=self.environment,
         )
+        self._annotate_run(report)
+        return report
+
+    def _annotate_run(self, report: Report) -> None:
+        """The run fields of the shard, spend-cap and rerun features (absent when unused)."""
+        from .results import ShardInfo, SpendCap
+
+        if self.shard_info is not None:
+            report.run.shard = ShardInfo.model_validate(self.shard_info["shard"])
+            report.run.suite_hashes = dict(self.shard_info["suite_hashes"])
+        state = self.state
+        caps = {p.settings.max_cost for p in state.plan} - {None} if state is not None else set()
+        if state is not None and caps:
+            cap = state.capped if state.capped is not None else min(c for c in caps if c)
+            report.run.spend_cap = SpendCap(
+                max_cost_usd=cap,
+                spent_usd=round(state.spent, 6),
+                reached=state.capped is not None,
+                not_started=state.not_started,
+            )
 
     def write(self, report: Report, written: dict[str, Path] | None = None) -> dict[str, Path]:
         from .reports.writer import write_reports
@@ -325,7 +361,8 @@ class _Pipeline:
 
     # -------------------------------------------------------------------- phases
 
-    def load(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
+    def plan(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
+        """Load, validate and select (``-k``, ``--tag``, ``--rerun-failed``, ``--shard``)."""
         from .backends.base import backend_issue
         from .loader import display_path, load_suites
         from .scheduler import PlannedSuite, Selection
@@ -338,7 +375,7 @@ class _Pipeline:
         if missing:
             raise ConfigError(missing)
         selection = Selection(pattern=self.options.pattern, tags=self.options.tags)
-        plan = [
+        plan: list[PlannedSuite] = [
             PlannedSuite(
                 loaded,
                 resolve_settings(
@@ -348,8 +385,29 @@ class _Pipeline:
             )
             for loaded in suites
         ]
-        if not any(p.indices for p in plan):
+        if self.options.rerun_failed is not None:
+            from .scheduler import rerun_selection
+
+            self.kept = rerun_selection(
+                plan, Path(self.options.rerun_failed), keep_passed=self.options.keep_passed
+            )
+        elif not any(p.indices for p in plan):
             raise ConfigError(ConfigIssue("no test case matches the given -k/--tag selection"))
+        if self.options.shard is not None:
+            from .sharding import apply_shard
+
+            self.shard_info = apply_shard(plan, self.options.shard)
+        from .spend import price_issues
+
+        unpriced, spend_warnings = price_issues(plan)
+        if unpriced:
+            raise ConfigError(unpriced)
+        if plan and spend_warnings:
+            plan[0].loaded.warnings.extend(spend_warnings)
+        return plan
+
+    def load(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
+        plan = self.plan(paths)
         self.created_dir = check_report_dir(self.run_settings, self.options.report_dir_label)
         return plan
 
@@ -514,7 +572,7 @@ def run_suites(
             backends = pipeline.create_backends(plan)
             for planned in plan:
                 _compact(planned.loaded)
-            pipeline.state = RunState(plan=plan)
+            pipeline.state = RunState(plan=plan, kept=pipeline.kept)
             guard.emergency = pipeline.emergency
             # from here on a signal stops the run (the run's task checks for one when it starts)
             guard.enter("running")
@@ -608,12 +666,19 @@ def _finish(
     code = _exit_code(report)
     if write_error is not None or internal_error is not None:
         code = EXIT_INCOMPLETE
+    spend_notice = None
+    if state.capped is not None and state.not_started:
+        from .spend import cap_notice
+
+        spend_notice = cap_notice(state.capped, state.spent, state.not_started)
     if pipeline.console is not None:
         with contextlib.suppress(Interrupted):
             if write_error is not None:
                 pipeline.console.write(f"multiturn-eval: {write_error}")
             else:
                 pipeline.console.finish(report, {k: str(v) for k, v in written.items()})
+            if spend_notice is not None:
+                pipeline.console.write(f"multiturn-eval: {spend_notice}")
     return RunOutcome(
         report=report,
         written=written,
@@ -630,4 +695,5 @@ def _finish(
             else None
         ),
         max_in_flight=state.max_in_flight,
+        spend_notice=spend_notice,
     )

@@ -7,7 +7,8 @@ caller, and passed in as a mapping.
 
 Settings a suite may set (``execution:``): ``parallel_test_cases``,
 ``turn_timeout``, ``session_timeout`` (opening a session, default 60 s) and
-``grader_timeout`` (one code grader on one turn, default 60 s). Run-wide settings (command line or environment only):
+``grader_timeout`` (one code grader on one turn, default 60 s) and ``max_cost``
+(the spend cap in US dollars, ``--max-cost``; no default: no cap). Run-wide settings (command line or environment only):
 ``report_dir``, ``format``. When several suites run, each uses its own
 ``execution:`` block; suites run one after another.
 """
@@ -34,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "grader_timeout": 60.0,
     "report_dir": "multiturn-eval-report",
     "format": REPORT_FORMATS,
+    "max_cost": None,
 }
 
 
@@ -49,6 +51,8 @@ class RunSettings:
     """Runs of every test case, each in a fresh session (``--repeat``, SPEC 6.6)."""
     report_dir: str = "multiturn-eval-report"
     format: tuple[str, ...] = REPORT_FORMATS
+    max_cost: float | None = None
+    """The spend cap in US dollars (``--max-cost``, ``execution.max_cost``); None: no cap."""
     sources: Mapping[str, Source] = field(default_factory=dict)
     environment: RunEnvironment = field(default_factory=RunEnvironment, repr=False)
     """The environment as read once at start-up (API keys, base URLs for the backends)."""
@@ -79,6 +83,17 @@ def parse_positive_float(text: str) -> float:
     return value
 
 
+def parse_cost(text: str) -> float:
+    """``--max-cost``: US dollars, > 0 (``$`` allowed in front)."""
+    try:
+        value = float(text.strip().removeprefix("$"))
+    except ValueError:
+        raise ValueError("must be an amount of US dollars > 0, e.g. 5 or 0.50") from None
+    if not 0 < value < float("inf"):  # NaN too
+        raise ValueError("must be an amount of US dollars > 0, e.g. 5 or 0.50")
+    return value
+
+
 def parse_formats(text: str | tuple[str, ...]) -> tuple[str, ...]:
     items = (
         text if isinstance(text, tuple) else tuple(p.strip() for p in text.split(",") if p.strip())
@@ -98,8 +113,17 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "grader_timeout": parse_positive_float,
     "report_dir": str,
     "format": parse_formats,
+    "max_cost": parse_cost,
 }
-_SUITE_SETTINGS = ("parallel_test_cases", "turn_timeout", "session_timeout", "grader_timeout")
+_SUITE_SETTINGS = (
+    "parallel_test_cases",
+    "turn_timeout",
+    "session_timeout",
+    "grader_timeout",
+    "max_cost",
+)
+#: settings without a default value: not listed in ``sources`` while unset (``-v`` output)
+_OPTIONAL = frozenset({"max_cost"})
 
 
 def resolve_settings(
@@ -135,7 +159,9 @@ def resolve_settings(
                 )
                 issues.append(ConfigIssue(f"environment variable {var}={raw!r}: {reason}"))
             continue
-        values[name], sources[name] = DEFAULTS[name], "default"
+        values[name] = DEFAULTS[name]
+        if name not in _OPTIONAL:
+            sources[name] = "default"
     if issues:
         raise ConfigError(issues)
     return RunSettings(**values, sources=sources, environment=environment)

@@ -615,6 +615,15 @@ class ExecutionConfig(_Strict):
     grader_timeout: float | None = Field(
         default=None, gt=0, description="Seconds one code grader may take on a turn (default 60)."
     )
+    max_cost: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Spend cap in US dollars (as --max-cost): once the estimated spend reaches it, "
+            "no new test case starts."
+        ),
+    )
 
 
 class ModelPrice(_Strict):
