@@ -101,7 +101,7 @@ def test_follows_the_shard_and_the_selection(both: Project) -> None:
         result = both.run("run", "mine.yaml", "--dry-run", "--shard", f"{number}/2")
         assert result.code == 0
         assert f"shard {number}/2 (split " in result.out
-        line = next(l for l in result.out.splitlines() if l.startswith("mine.yaml"))
+        line = next(t for t in result.out.splitlines() if t.startswith("mine.yaml"))
         shown.append(int(line.split(": ")[1].split(" ")[0]))
     assert sum(shown) == 3
     result = both.run("run", "mine.yaml", "--dry-run", "-k", "x")
