@@ -285,7 +285,7 @@ class ShardInfo(_Model):
     index: int
     """1-based, as ``--shard I/N`` shows it (the Action's 0-based ``shard-index`` plus 1)."""
     total: int
-    split_id: str
+    split_id: str = ""
     """Names the split: the algorithm, N and every selected case's key and weight."""
 
 
