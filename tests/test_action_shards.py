@@ -121,3 +121,34 @@ def test_bad_shard_and_merge_inputs_exit_2_naming_the_input(runner: Runner) -> N
         assert step.code == 2, (inputs, step.log)
         [error] = step.annotations("error")
         assert error.properties["title"] == f"multiturn-eval: invalid input '{name}'", inputs
+
+
+COSTLY_AGENT = """\
+class Session:
+    def send(self, message):
+        return {"response": "ok", "cost_usd": 0.5}
+
+
+def make_session(context):
+    return Session()
+"""
+
+COSTLY_SUITE = """\
+agent: {backend: python, factory: "agents.costly:make_session"}
+test_cases:
+""" + "".join(f"  - {{name: c{i}, turns: [{{input: hi}}]}}\n" for i in range(4))
+
+
+def test_max_cost_skips_the_rest_fails_the_step_and_warns(runner: Runner) -> None:
+    (runner.workspace / "agents" / "costly.py").write_text(COSTLY_AGENT)
+    (runner.workspace / "evals" / "costly.yaml").write_text(COSTLY_SUITE)
+    step = runner.run({"suite": "evals/costly.yaml", "max-cost": "1", "comment": "never"})
+    assert step.code == 1, step.log
+    assert (step.outputs["total"], step.outputs["passed"]) == ("4", "2")
+    [warning] = [w for w in step.annotations("warning") if "spend cap" in w.message]
+    assert warning.message == (
+        "multiturn-eval: spend cap of $1.00 reached ($1.0000 spent): 2 test cases not started "
+        "(skipped)"
+    )
+    report = json.loads((step.workspace / step.outputs["json-report"]).read_text())
+    assert [r["outcome"] for r in report["results"]] == ["passed", "passed", "skipped", "skipped"]

@@ -222,3 +222,32 @@ def test_an_interrupted_shard_makes_the_merge_exit_3(
     report = json.loads((project.root / "merged" / "report.json").read_text())
     assert report["run"]["complete"] is False
     assert "shard 2/3 did not complete (interrupted by SIGTERM)" in report["run"]["stop_reason"]
+
+
+def test_the_shards_spend_caps_add_up_in_the_merged_report(project: Project) -> None:
+    script = json.dumps([{"response": "1", "cost": 0.5}])
+    project.write(
+        "a.yaml",
+        SUITE
+        + "".join(
+            f"  - {{name: c{i}, context: {{script: {script}}}, turns: [{{input: q, ground_truth: 1}}]}}\n"
+            for i in range(8)
+        ),
+    )
+    paths = []
+    for number in (1, 2):
+        result = project.run(
+            "run", "a.yaml", "--shard", f"{number}/2", "--max-cost", "1", "-o", f"s{number}"
+        )
+        assert result.code == 1
+        paths.append(f"s{number}/report.json")
+    merged = project.run("merge", *paths, "-o", "merged")
+    assert merged.code == 1
+    report = json.loads((project.root / "merged" / "report.json").read_text())
+    assert report["run"]["spend_cap"] == {
+        "max_cost_usd": 2.0,
+        "spent_usd": 2.0,
+        "reached": True,
+        "not_started": 4,
+    }
+    assert report["summary"]["skipped"] == 4

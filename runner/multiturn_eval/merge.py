@@ -22,7 +22,8 @@ Decisions: the merged ``run`` keeps the first shard's commit, PR number,
 version and workflow run; ``started_at`` is the earliest shard's start,
 ``finished_at`` the latest finish and ``duration_ms`` the time between them
 (the wall time of the matrix). It has no ``run.shard``; ``suite_hashes``
-stay. A shard that was interrupted (``run.complete`` false) makes the
+stay; ``spend_cap`` is the shards' caps, spends and skipped counts added up
+(the cap is per shard). A shard that was interrupted (``run.complete`` false) makes the
 merged report incomplete too. Exit code: 0 passed, 1 failed, 3 incomplete
 (an interrupted or missing shard), 2 refused.
 """
@@ -38,7 +39,7 @@ from typing import TextIO
 
 from .errors import ConfigError, ConfigIssue, ReportFormatError
 from .exit_codes import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK
-from .results import CaseResult, Report, RunInfo, summarize
+from .results import CaseResult, Report, RunInfo, SpendCap, summarize
 
 
 @dataclass
@@ -218,6 +219,20 @@ def _merged_run(shards: Sequence[tuple[str, Report]], missing: list[int], total:
         github=first.github,
         suite_hashes=first.suite_hashes,
         missing_shards=missing or None,
+        spend_cap=_merged_cap(shards),
+    )
+
+
+def _merged_cap(shards: Sequence[tuple[str, Report]]) -> SpendCap | None:
+    """The shards' spend caps added up (the cap is per shard: the matrix may spend the sum)."""
+    caps = [r.run.spend_cap for _, r in shards if r.run.spend_cap is not None]
+    if not caps:
+        return None
+    return SpendCap(
+        max_cost_usd=round(sum(c.max_cost_usd for c in caps), 6),
+        spent_usd=round(sum(c.spent_usd for c in caps), 6),
+        reached=any(c.reached for c in caps),
+        not_started=sum(c.not_started for c in caps),
     )
 
 
