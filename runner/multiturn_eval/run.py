@@ -449,6 +449,31 @@ class _Pipeline:
                 for p in plan
             ],
         )
+        if self.options.verbosity >= 0:
+            for line in self._scope_lines(plan):
+                self.console.write(f"  {line}")
+
+    def _scope_lines(self, plan: Sequence[PlannedSuite]) -> list[str]:
+        """What ``--shard``, ``--keep-passed`` and ``--max-cost`` make of this run."""
+        lines = []
+        if self.shard_info is not None:
+            shard = self.shard_info["shard"]
+            lines.append(
+                f"shard {shard['index']}/{shard['total']} (split {shard['split_id']}): "
+                f"{sum(len(p.indices) for p in plan)} of {self.shard_info['selected']} "
+                "selected test cases"
+            )
+        if self.kept:
+            lines.append(
+                f"--keep-passed: {len(self.kept)} passed result{'s' if len(self.kept) != 1 else ''} "
+                f"kept from {self.options.rerun_failed}"
+            )
+        caps = sorted({p.settings.max_cost for p in plan if p.settings.max_cost is not None})
+        if caps:
+            lines.append(
+                f"spend cap: ${caps[0]:.2f}" + (" (per suite: see -v)" if len(caps) > 1 else "")
+            )
+        return lines
 
     def execute(self, backends: Sequence[Backend]) -> BaseException | None:
         """Run the plan; returns an internal error (a bug) if one ended it."""

@@ -181,6 +181,7 @@ def apply_shard(plan: Sequence[PlannedSuite], spec: ShardSpec) -> dict[str, Any]
             "split_id": split_id([item for _, _, item in items], spec.total),
         },
         "suite_hashes": suite_hashes(plan),
+        "selected": len(items),
     }
 
 
