@@ -84,7 +84,8 @@ def test_a_cap_never_reached_changes_nothing_but_the_record(
     assert len(fake.messages_requests()) == 3
     cap = result.report["run"]["spend_cap"]
     assert (cap["reached"], cap["not_started"]) == (False, 0)
-    assert "spend cap" not in result.out
+    assert "  spend cap: $5.00" in result.out.splitlines()
+    assert "reached" not in result.out
 
 
 @pytest.mark.parametrize(
