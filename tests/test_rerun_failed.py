@@ -167,3 +167,33 @@ def test_a_kept_report_merges_like_a_full_run(project: Project) -> None:
         (r["name"], r["outcome"]) for r in whole.report["results"]
     ]
     assert kept.report["summary"]["turns"] == whole.report["summary"]["turns"]
+
+
+def test_keep_passed_on_shards_merges_into_the_complete_report(project: Project) -> None:
+    report = first_run(project)
+    fix_everything(project)
+    paths = []
+    for number in (1, 2, 3):
+        result = project.run(
+            "run",
+            "suite.yaml",
+            "--rerun-failed",
+            str(report),
+            "--keep-passed",
+            "--shard",
+            f"{number}/3",
+            "-o",
+            f"s{number}",
+        )
+        assert result.code == 0, result.err
+        paths.append(f"s{number}/report.json")
+    merged = project.run("merge", *paths, "-o", "merged")
+    assert merged.code == 0, merged.err
+    data = json.loads((project.root / "merged" / "report.json").read_text())
+    assert [(r["name"], r["outcome"]) for r in data["results"]] == [
+        ("p0", "passed"),
+        ("f1", "passed"),
+        ("p2", "passed"),
+        ("e3", "passed"),
+        ("p4", "passed"),
+    ]

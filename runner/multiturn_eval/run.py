@@ -394,9 +394,10 @@ class _Pipeline:
         elif not any(p.indices for p in plan):
             raise ConfigError(ConfigIssue("no test case matches the given -k/--tag selection"))
         if self.options.shard is not None:
-            from .sharding import apply_shard
+            from .sharding import apply_shard, keep_for_shard
 
             self.shard_info = apply_shard(plan, self.options.shard)
+            self.kept = keep_for_shard(plan, self.kept, self.options.shard)
         from .spend import price_issues
 
         unpriced, spend_warnings = price_issues(plan)

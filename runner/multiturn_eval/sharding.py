@@ -130,6 +130,25 @@ def assign(items: Sequence[ShardItem], total: int) -> list[int]:
     return out
 
 
+def owner(key: str, total: int) -> int:
+    """The shard that ranks ``key`` highest: where a result carried over by
+    ``--keep-passed`` goes (it takes no time, so it needs no balancing)."""
+    return max(range(total), key=lambda s: _hash(key, str(s))) if total > 1 else 0
+
+
+def keep_for_shard(
+    plan: Sequence[PlannedSuite], kept: dict[tuple[int, int], Any], spec: ShardSpec
+) -> dict[tuple[int, int], Any]:
+    """The ``--keep-passed`` results this shard carries (each lands in exactly one shard)."""
+    out = {}
+    for (s, index), result in kept.items():
+        loaded = plan[s].loaded
+        names = [loaded.case_name(i) for i in range(len(loaded.suite.test_cases))]
+        if owner(case_keys(loaded.display_path, names)[index], spec.total) == spec.index:
+            out[(s, index)] = result
+    return out
+
+
 def split_id(items: Sequence[ShardItem], total: int) -> str:
     """Names one split: the algorithm, N and every selected case's key and weight."""
     data = json.dumps(
