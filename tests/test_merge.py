@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from multiturn_eval.merge import merge_reports
+from multiturn_eval.results import CaseResult, Report, RunInfo, ShardInfo, summarize
+from multiturn_eval.sharding import ShardItem, assign, case_keys, split_id
 from tests.conftest import Project
 
 SUITE = """\
@@ -71,10 +74,10 @@ def run_shards(project: Project, suites: list[str], total: int, prefix: str = "s
 
 def test_merging_shards_equals_the_unsharded_run_over_random_suites(project: Project) -> None:
     rng = random.Random(20261201)
-    for iteration in range(12):
+    for iteration in range(30):
         suites = write_random_suites(project, rng)
         total = rng.randint(1, 6)
-        whole = project.run("run", *suites, "-o", f"whole{iteration}")
+        whole = project.run("run", *suites, "-o", f"whole{iteration}", "-p", str(rng.randint(1, 4)))
         assert whole.code in (0, 1), whole.err
         shards = run_shards(project, suites, total, prefix=f"i{iteration}s")
         rng.shuffle(shards)  # the order of the files does not matter
@@ -251,3 +254,62 @@ def test_the_shards_spend_caps_add_up_in_the_merged_report(project: Project) -> 
         "not_started": 4,
     }
     assert report["summary"]["skipped"] == 4
+
+
+def _result(suite: str, index: int, rng: random.Random) -> CaseResult:
+    outcome = rng.choice(["passed", "passed", "failed", "error", "skipped"])
+    return CaseResult(
+        index=index,
+        name=f"case-{rng.randint(0, 9)}",  # duplicate names on purpose
+        suite=suite,
+        suite_name=suite.removesuffix(".yaml"),
+        backend="python",
+        passed=outcome == "passed",
+        skipped=outcome == "skipped",
+        outcome=outcome,
+        cost_usd=rng.choice([None, 0.01]),
+    )
+
+
+def test_merge_reports_restores_suite_order_for_any_split() -> None:
+    """The pure merge over 300 random suite sets, split as the runner splits them."""
+    rng = random.Random(7)
+    for _ in range(300):
+        suites = [f"dir/s{i}.yaml" for i in rng.sample(range(20), rng.randint(1, 4))]
+        results = [_result(s, i, rng) for s in suites for i in range(rng.randint(0, 15))]
+        total = rng.randint(1, 9)
+        keys = {}
+        for s in suites:
+            mine = [r for r in results if r.suite == s]
+            keys.update(
+                zip(
+                    ((r.suite, r.index) for r in mine),
+                    case_keys(s, [r.name for r in mine]),
+                    strict=True,
+                )
+            )
+        items = [ShardItem(keys[(r.suite, r.index)], rng.randint(1, 12)) for r in results]
+        shards = assign(items, total)
+        sid = split_id(items, total)
+        reports = []
+        for number in range(total):
+            mine = [r for r, sh in zip(results, shards, strict=True) if sh == number]
+            rng.shuffle(mine)  # completion order; the merge sorts
+            run = RunInfo(
+                suites=suites,
+                started_at="2026-12-01T10:00:00.000Z",
+                finished_at=f"2026-12-01T10:0{number}:00.000Z",
+                duration_ms=1.0,
+                complete=True,
+                shard=ShardInfo(index=number + 1, total=total, split_id=sid),
+                suite_hashes={s: "sha256:x" for s in suites},
+            )
+            reports.append(
+                (f"shard-{number}", Report(run=run, summary=summarize(mine), results=mine))
+            )
+        rng.shuffle(reports)
+        merged = merge_reports(reports)
+        assert merged.results == results
+        assert merged.summary == summarize(results)
+        assert merged.run.complete and merged.run.missing_shards is None
+        assert merged.run.duration_ms == (total - 1) * 60_000
