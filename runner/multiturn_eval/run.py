@@ -336,9 +336,11 @@ class _Pipeline:
             report.run.shard = ShardInfo.model_validate(self.shard_info["shard"])
             report.run.suite_hashes = dict(self.shard_info["suite_hashes"])
         state = self.state
-        caps = {p.settings.max_cost for p in state.plan} - {None} if state is not None else set()
-        if state is not None and caps:
-            cap = state.capped if state.capped is not None else min(c for c in caps if c)
+        if state is None:
+            return
+        caps = [p.settings.max_cost for p in state.plan if p.settings.max_cost is not None]
+        if caps:  # the cap that stopped the run, else the lowest one in force
+            cap = state.capped if state.capped is not None else min(caps)
             report.run.spend_cap = SpendCap(
                 max_cost_usd=cap,
                 spent_usd=round(state.spent, 6),
