@@ -10,7 +10,7 @@ import pytest
 from multiturn_eval.results import CaseResult, CaseRun
 from multiturn_eval.spend import spend_of
 from tests.conftest import Project
-from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, Request, Usage, text
+from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, Request, Slow, Usage, text
 
 #: $1 per million input tokens, output free: every reply of 100,000 input tokens costs $0.10
 PRICED = """\
@@ -228,3 +228,30 @@ def test_spend_of_counts_every_run_of_a_repeated_case_and_unknown_costs_as_zero(
     runs = [CaseRun(run_index=i, passed=True, outcome="passed", cost_usd=0.1) for i in range(3)]
     runs.append(CaseRun(run_index=3, passed=True, outcome="passed"))
     assert spend_of(CaseResult(**base, cost_usd=0.1, runs=runs)) == pytest.approx(0.3)
+
+
+def test_cases_already_running_when_the_cap_is_reached_finish(
+    project: Project, env: dict[str, str]
+) -> None:
+    def slow_for_case_1(request: Request) -> object:
+        last = request.body["messages"][-1]["content"]
+        said = last if isinstance(last, str) else last[-1].get("text", "")
+        reply = text("ok", Usage(100_000, 0))
+        return Slow(2.0, reply) if said == "slow" else reply
+
+    with FakeAnthropic(slow_for_case_1) as server:
+        project.env["ANTHROPIC_BASE_URL"] = server.url
+        body = "".join(
+            f"  - {{name: case-{i}, turns: [{{input: {'slow' if i == 1 else 'fast'}}}]}}\n"
+            for i in range(6)
+        )
+        project.write("suite.yaml", PRICED % "" + body)
+        # two workers: case 0 (fast) reaches the cap while case 1 (slow) is still running
+        result = project.run("run", "suite.yaml", "--max-cost", "0.05", "-p", "2")
+        assert result.code == 1, result.err
+        assert len(server.messages_requests()) == 2
+    outcomes = [r["outcome"] for r in result.report["results"]]
+    assert outcomes == ["passed", "passed"] + ["skipped"] * 4
+    cap = result.report["run"]["spend_cap"]
+    assert cap["spent_usd"] == pytest.approx(0.2)  # past the cap by the case that was running
+    assert cap["not_started"] == 4
