@@ -194,3 +194,12 @@ def test_suite_hash_follows_the_file_bytes(project: Project, tmp_path: Path) -> 
     second = project.run("run", "a.yaml", "--shard", "1/1", "-o", "two").report
     assert first["run"]["suite_hashes"] != second["run"]["suite_hashes"]
     assert first["run"]["shard"]["split_id"] == second["run"]["shard"]["split_id"]
+
+
+def test_a_shards_summary_says_it_is_one_shard(project: Project) -> None:
+    write_suite(project, "a.yaml", [1, 2, 3])
+    result = project.run("run", "a.yaml", "--shard", "1/3", formats=("json", "markdown"))
+    summary = (result.report_dir / "summary.md").read_text()
+    assert "This is shard 1/3 of a split run" in summary
+    whole = project.run("run", "a.yaml", "-o", "whole", formats=("json", "markdown"))
+    assert "shard" not in (whole.report_dir / "summary.md").read_text()

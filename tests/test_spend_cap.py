@@ -50,8 +50,12 @@ def test_the_cap_stops_new_cases_and_skips_the_rest_with_the_reason(
     project: Project, fake: FakeAnthropic, env: dict[str, str]
 ) -> None:
     project.write("suite.yaml", PRICED % "" + cases(10))
-    result = project.run("run", "suite.yaml", "--max-cost", "0.25", "-p", "1")
+    result = project.run(
+        "run", "suite.yaml", "--max-cost", "0.25", "-p", "1", formats=("json", "markdown")
+    )
     assert result.code == 1, result.err
+    summary = (result.report_dir / "summary.md").read_text()
+    assert "Spend cap of $0.25 reached ($0.3000 spent): 7 test cases not started." in summary
     # $0.10 per case: after three cases $0.30 >= $0.25, so the fourth does not start
     assert len(fake.messages_requests()) == 3
     report = result.report
