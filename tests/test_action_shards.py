@@ -152,3 +152,15 @@ def test_max_cost_skips_the_rest_fails_the_step_and_warns(runner: Runner) -> Non
     )
     report = json.loads((step.workspace / step.outputs["json-report"]).read_text())
     assert [r["outcome"] for r in report["results"]] == ["passed", "passed", "skipped", "skipped"]
+
+
+def test_a_shard_job_never_comments_even_when_asked(runner: Runner, github: FakeGitHub) -> None:
+    step = runner.run(
+        {"suite": "evals/failing.yaml", "shard-index": "0", "shard-total": "2", "comment": "always"}
+    )
+    assert step.code in (0, 1), step.log
+    assert "no PR comment from shard 1/2" in step.log
+    assert comments(github) == []
+    whole = runner.run({"suite": "evals/failing.yaml", "shard-index": "0", "shard-total": "1"})
+    assert whole.code == 1
+    assert len(comments(github)) == 1  # one shard of one is the whole run

@@ -442,6 +442,14 @@ class Action:
         self, inputs: ActionInputs, report: Report | None, markdown: str | None, code: int
     ) -> None:
         github = self.context.github
+        shard = inputs.shard
+        if inputs.mode == "run" and shard is not None and shard.total > 1:
+            if inputs.comment != "never":  # N shards would overwrite one sticky comment
+                self.log.line(
+                    f"multiturn-eval: no PR comment from shard {shard.label}: the merge job "
+                    "(mode: merge) writes the one comment for the whole run"
+                )
+            return
         if report is not None:
             body = markdown
         elif code == EXIT_CONFIG:
