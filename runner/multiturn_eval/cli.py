@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ._version import __version__
 from .environment import RunEnvironment
-from .errors import ConfigError
+from .errors import ConfigError, ConfigIssue
 from .exit_codes import EXIT_CONFIG, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK
 from .interrupts import Interrupted, InterruptGuard
 
@@ -38,7 +38,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .settings import parse_formats, parse_positive_float, parse_positive_int
+    from .settings import parse_cost, parse_formats, parse_positive_float, parse_positive_int
+    from .sharding import parse_shard
 
     def typed(parse: Any) -> Any:
         # argparse names the option itself ("argument -p/--parallel-test-cases: ...")
@@ -116,6 +117,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="run every test case K times, each in a fresh session (default 1); the case "
         "passes when passes/K >= the suite's execution.min_pass_rate (default 1.0)",
     )
+    run.add_argument(
+        "--shard",
+        type=typed(parse_shard),
+        metavar="I/N",
+        help=(
+            "run only shard I of N (1-based: 1/4 .. 4/4; the Action's shard-index input is "
+            "0-based, as strategy.job-index); merge the reports with 'multiturn-eval merge'"
+        ),
+    )
+    run.add_argument(
+        "--max-cost",
+        type=typed(parse_cost),
+        metavar="USD",
+        help=(
+            "spend cap in US dollars: once the estimated spend reaches it, no new test case "
+            "starts (the rest are skipped; exit 1); per shard with --shard"
+        ),
+    )
+    run.add_argument(
+        "--rerun-failed",
+        metavar="REPORT",
+        help="only the test cases that failed, errored or were skipped in this report.json",
+    )
+    run.add_argument(
+        "--keep-passed",
+        action="store_true",
+        help="with --rerun-failed: the new report also holds that report's passed results",
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would run (cases, turns, model calls, spend bound); call nothing",
+    )
     verbosity = run.add_mutually_exclusive_group()
     verbosity.add_argument(
         "-q", "--quiet", action="store_true", help="only failures and the summary"
@@ -163,6 +197,31 @@ def build_parser() -> argparse.ArgumentParser:
     regrade_verbosity.add_argument("-q", "--quiet", action="store_true", help="only the summary")
     regrade_verbosity.add_argument("-v", "--verbose", action="store_true", help="more detail")
     _add_baseline_options(regrade)
+
+    merge = sub.add_parser(
+        "merge", help="merge the report.json files of the shards of one split into one report set"
+    )
+    merge.add_argument(
+        "reports", nargs="+", metavar="REPORT", help="report.json files (globs allowed)"
+    )
+    merge.add_argument(
+        "-o",
+        "--report-dir",
+        metavar="DIR",
+        default="multiturn-eval-report",
+        help="where the merged reports go (default multiturn-eval-report/)",
+    )
+    merge.add_argument(
+        "--format",
+        type=typed(parse_formats),
+        metavar="LIST",
+        help="comma-separated: json,junit,markdown,html (default all)",
+    )
+    merge.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="merge even with shards missing: the report says it is incomplete (exit 3)",
+    )
 
     validate = sub.add_parser("validate", help="load and validate suites; no agent is called")
     validate.add_argument("suites", nargs="+", metavar="SUITE")
@@ -255,6 +314,10 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         pattern=args.filter,
         tags=tuple(args.tag),
         verbosity=-1 if args.quiet else (1 if args.verbose else 0),
+        shard=args.shard,
+        max_cost=args.max_cost,
+        rerun_failed=args.rerun_failed,
+        keep_passed=args.keep_passed,
     )
 
 
@@ -275,7 +338,13 @@ def cmd_run(
 ) -> int:
     from .run import run_suites
 
+    if args.keep_passed and args.rerun_failed is None:
+        raise ConfigError(ConfigIssue("--keep-passed needs --rerun-failed REPORT.json"))
     options = _with_baseline(run_options(args), args, out)
+    if args.dry_run:
+        from .dryrun import dry_run
+
+        return dry_run(args.suites, options, environment, out)
     outcome = run_suites(args.suites, options, environment, stream=out, guard=guard)
     return _report_outcome(outcome)
 
@@ -343,6 +412,10 @@ def main(
 
             out.write(render(args.kind))
             return _unless_interrupted(EXIT_OK, guard)
+        if args.command == "merge":
+            from .merge import cmd_merge
+
+            return cmd_merge(args.reports, args.report_dir, args.format, args.allow_partial, out)
         if args.command == "validate":
             if guard is not None:
                 guard.enter("loading")  # a signal stops the loading (exit 3)

@@ -302,6 +302,27 @@ class GitHubRun(_Model):
     run_attempt: str | None = None
 
 
+class SpendCap(_Model):
+    """``--max-cost``: what the run was allowed to spend and what it spent (estimated)."""
+
+    max_cost_usd: float
+    spent_usd: float
+    """Estimated spend of the finished test cases (:func:`multiturn_eval.spend.spend_of`)."""
+    reached: bool
+    not_started: int = 0
+    """Test cases skipped because the cap was reached."""
+
+
+class ShardInfo(_Model):
+    """Which shard of which split a report is (``--shard I/N``; see :mod:`.sharding`)."""
+
+    index: int
+    """1-based, as ``--shard I/N`` shows it (the Action's 0-based ``shard-index`` plus 1)."""
+    total: int
+    split_id: str = ""
+    """Names the split: the algorithm, N and every selected case's key and weight."""
+
+
 class RunInfo(_Model):
     suites: list[str]
     started_at: str
@@ -316,6 +337,18 @@ class RunInfo(_Model):
     """Why the run did not complete (interrupted, authentication failure, ...)."""
     github: GitHubRun | None = omitted_when_none()
     """The workflow run, when the report was made in GitHub Actions."""
+    shard: ShardInfo | None = omitted_when_none(
+        "With --shard I/N: which shard of which split this report is."
+    )
+    suite_hashes: dict[str, str] | None = omitted_when_none(
+        "With --shard (and in merged reports): suite path -> sha256 of the file's bytes."
+    )
+    missing_shards: list[int] | None = omitted_when_none(
+        "A merge with --allow-partial: the shards (1-based) whose reports were missing."
+    )
+    spend_cap: SpendCap | None = omitted_when_none(
+        "With --max-cost: the cap, the estimated spend and the test cases it kept from starting."
+    )
 
 
 ChangeClass = Literal[

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .results import CaseResult, Report
     from .scheduler import PlannedSuite, RunState
     from .settings import RunSettings
+    from .sharding import ShardSpec
 
 
 OnResult = Callable[["CaseResult"], None]
@@ -88,9 +89,18 @@ class RunOptions:
     ``on_result`` and the report (regrade marks what it could not grade). Must be idempotent."""
     finish_report: Callable[[Report], None] | None = None
     """Amends the final report before it is written (regrade adds its block)."""
+    shard: ShardSpec | None = None
+    """``--shard I/N``: run only this shard's test cases (:mod:`.sharding`)."""
+    max_cost: float | None = None
+    """``--max-cost``: the spend cap in US dollars (:mod:`.spend`)."""
+    rerun_failed: str | Path | None = None
+    """``--rerun-failed REPORT.json``: only the cases that did not pass in that report."""
+    keep_passed: bool = False
+    """``--keep-passed``: the new report also holds that report's passed results, in place."""
 
     def settings_values(self) -> dict[str, object]:
         return {
+            "max_cost": self.max_cost,
             "parallel_test_cases": self.parallel_test_cases,
             "turn_timeout": self.turn_timeout,
             "session_timeout": self.session_timeout,
@@ -123,6 +133,8 @@ class RunOutcome:
     """The most test cases that were running at once."""
     cpu_seconds: dict[str, float] = field(default_factory=dict)
     """CPU time of each phase: ``load`` (suites and backends), ``run``, ``reports``."""
+    spend_notice: str | None = None
+    """The one line saying the spend cap kept test cases from starting (None: it did not)."""
 
 
 def expand_suites(patterns: Sequence[str | Path]) -> list[Path]:
@@ -314,6 +326,10 @@ class _Pipeline:
         self.markdown: str | None = None
         """``summary.md`` as written (the PR comment's body)."""
         self.known_secrets = frozenset(secrets)
+        self.shard_info: dict[str, Any] | None = None
+        """``--shard``: the report's ``run.shard`` and ``run.suite_hashes``."""
+        self.kept: dict[tuple[int, int], CaseResult] = {}
+        """``--keep-passed``: earlier results carried into this report."""
 
     # ------------------------------------------------------------------ reports
 
@@ -334,6 +350,7 @@ class _Pipeline:
             stop_reason=stop_reason,
             environment=self.environment,
         )
+        self._annotate_run(report)
         if self.options.finish_report is not None:
             self.options.finish_report(report)
         if self.options.baseline is not None and not snapshot:  # snapshots stay cheap
@@ -343,6 +360,26 @@ class _Pipeline:
                 report, self.options.baseline, self.options.baseline_file or "baseline"
             )
         return report
+
+    def _annotate_run(self, report: Report) -> None:
+        """The run fields of the shard, spend-cap and rerun features (absent when unused)."""
+        from .results import ShardInfo, SpendCap
+
+        if self.shard_info is not None:
+            report.run.shard = ShardInfo.model_validate(self.shard_info["shard"])
+            report.run.suite_hashes = dict(self.shard_info["suite_hashes"])
+        state = self.state
+        if state is None:
+            return
+        caps = [p.settings.max_cost for p in state.plan if p.settings.max_cost is not None]
+        if caps:  # the cap that stopped the run, else the lowest one in force
+            cap = state.capped if state.capped is not None else min(caps)
+            report.run.spend_cap = SpendCap(
+                max_cost_usd=cap,
+                spent_usd=round(state.spent, 6),
+                reached=state.capped is not None,
+                not_started=state.not_started,
+            )
 
     def write(self, report: Report, written: dict[str, Path] | None = None) -> dict[str, Path]:
         from .reports.writer import write_reports
@@ -359,7 +396,8 @@ class _Pipeline:
 
     # -------------------------------------------------------------------- phases
 
-    def load(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
+    def plan(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
+        """Load, validate and select (``-k``, ``--tag``, ``--rerun-failed``, ``--shard``)."""
         from .backends.base import backend_issue
         from .loader import display_path, load_suites
         from .scheduler import PlannedSuite, Selection
@@ -372,7 +410,7 @@ class _Pipeline:
         if missing and self.options.backend_factory is None:  # a replay needs no SDK
             raise ConfigError(missing)
         selection = Selection(pattern=self.options.pattern, tags=self.options.tags)
-        plan = [
+        plan: list[PlannedSuite] = [
             PlannedSuite(
                 loaded,
                 resolve_settings(
@@ -382,8 +420,30 @@ class _Pipeline:
             )
             for loaded in suites
         ]
-        if not any(p.indices for p in plan):
+        if self.options.rerun_failed is not None:
+            from .scheduler import rerun_selection
+
+            self.kept = rerun_selection(
+                plan, Path(self.options.rerun_failed), keep_passed=self.options.keep_passed
+            )
+        elif not any(p.indices for p in plan):
             raise ConfigError(ConfigIssue("no test case matches the given -k/--tag selection"))
+        if self.options.shard is not None:
+            from .sharding import apply_shard, keep_for_shard
+
+            self.shard_info = apply_shard(plan, self.options.shard)
+            self.kept = keep_for_shard(plan, self.kept, self.options.shard)
+        from .spend import price_issues
+
+        unpriced, spend_warnings = price_issues(plan)
+        if unpriced:
+            raise ConfigError(unpriced)
+        if plan and spend_warnings:
+            plan[0].loaded.warnings.extend(spend_warnings)
+        return plan
+
+    def load(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
+        plan = self.plan(paths)
         self.created_dir = check_report_dir(self.run_settings, self.options.report_dir_label)
         return plan
 
@@ -426,6 +486,31 @@ class _Pipeline:
                 for p in plan
             ],
         )
+        if self.options.verbosity >= 0:
+            for line in self._scope_lines(plan):
+                self.console.write(f"  {line}")
+
+    def _scope_lines(self, plan: Sequence[PlannedSuite]) -> list[str]:
+        """What ``--shard``, ``--keep-passed`` and ``--max-cost`` make of this run."""
+        lines = []
+        if self.shard_info is not None:
+            shard = self.shard_info["shard"]
+            lines.append(
+                f"shard {shard['index']}/{shard['total']} (split {shard['split_id']}): "
+                f"{sum(len(p.indices) for p in plan)} of {self.shard_info['selected']} "
+                "selected test cases"
+            )
+        if self.kept:
+            lines.append(
+                f"--keep-passed: {len(self.kept)} passed result{'s' if len(self.kept) != 1 else ''} "
+                f"kept from {self.options.rerun_failed}"
+            )
+        caps = sorted({p.settings.max_cost for p in plan if p.settings.max_cost is not None})
+        if caps:
+            lines.append(
+                f"spend cap: ${caps[0]:.2f}" + (" (per suite: see -v)" if len(caps) > 1 else "")
+            )
+        return lines
 
     def execute(self, backends: Sequence[Backend]) -> BaseException | None:
         """Run the plan; returns an internal error (a bug) if one ended it."""
@@ -553,7 +638,7 @@ def run_suites(
             backends = pipeline.create_backends(plan)
             for planned in plan:
                 _compact(planned.loaded)
-            pipeline.state = RunState(plan=plan)
+            pipeline.state = RunState(plan=plan, kept=pipeline.kept)
             guard.emergency = pipeline.emergency
             # from here on a signal stops the run (the run's task checks for one when it starts)
             guard.enter("running")
@@ -647,12 +732,19 @@ def _finish(
     code = _exit_code(report, pipeline.options.fail_on)
     if write_error is not None or internal_error is not None:
         code = EXIT_INCOMPLETE
+    spend_notice = None
+    if state.capped is not None and state.not_started:
+        from .spend import cap_notice
+
+        spend_notice = cap_notice(state.capped, state.spent, state.not_started)
     if pipeline.console is not None:
         with contextlib.suppress(Interrupted):
             if write_error is not None:
                 pipeline.console.write(f"multiturn-eval: {write_error}")
             else:
                 pipeline.console.finish(report, {k: str(v) for k, v in written.items()})
+            if spend_notice is not None:
+                pipeline.console.write(f"multiturn-eval: {spend_notice}")
     return RunOutcome(
         report=report,
         written=written,
@@ -669,4 +761,5 @@ def _finish(
             else None
         ),
         max_in_flight=state.max_in_flight,
+        spend_notice=spend_notice,
     )

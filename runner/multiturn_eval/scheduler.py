@@ -20,6 +20,15 @@ result (:func:`multiturn_eval.results.aggregate_runs`) and reported; a case
 interrupted part-way is reported over the runs that finished (with a warning
 and ``repeat.planned_runs``), a case none of whose runs finished as not run.
 With K = 1 nothing of this applies: one run, reported as it is.
+
+The spend cap (``--max-cost``, :mod:`.spend`): a worker checks the spend of
+the finished cases before it starts the next one; once it reaches the cap,
+each case left is recorded as skipped (``not started: spend cap ...``)
+without being started. ``RunState.kept`` holds the results ``--keep-passed``
+carries over from an earlier report; they take their place in suite order. With repeats the
+cap is checked before the first run of each test case: a case that has
+started runs all its K runs (its verdict needs them), so the cap can be
+passed by up to ``-p`` test cases' worth of runs.
 """
 
 from __future__ import annotations
@@ -29,9 +38,10 @@ import fnmatch
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .backends.base import Backend
-from .case_runner import CaseRunner, not_run_result
+from .case_runner import CaseRunner, build_case_result, not_run_result, unanswered_turn
 from .errors import FatalRunError
 from .loader import LoadedSuite
 from .results import CaseResult, aggregate_runs
@@ -84,14 +94,26 @@ class RunState:
     last_session_closed: float | None = None
     in_flight: int = 0
     max_in_flight: int = 0
+    kept: dict[tuple[int, int], CaseResult] = field(default_factory=dict)
+    """``--keep-passed``: earlier results shown in place of cases not run again."""
+    spent: float = 0.0
+    """Estimated spend of the finished test cases (US dollars, :func:`.spend.spend_of`)."""
+    capped: float | None = None
+    """The cap that stopped the run from starting cases, once one did."""
+    not_started: int = 0
+    """Test cases the spend cap kept from starting."""
 
     def final_results(self, default_reason: str = "the run was interrupted") -> list[CaseResult]:
         """Every planned test case in order; the unfinished ones as not run."""
         reason = self.stop_reason or default_reason
         out: list[CaseResult] = []
         for s, planned in enumerate(self.plan):
-            for index in planned.indices:
-                result = self.results.get((s, index))
+            indices = planned.indices
+            kept = [i for (ks, i) in self.kept if ks == s]
+            if kept:
+                indices = sorted(set(indices) | set(kept))
+            for index in indices:
+                result = self.results.get((s, index)) or self.kept.get((s, index))
                 if result is None:
                     result = self._partial(s, index, planned)
                 out.append(
@@ -151,13 +173,29 @@ async def run_plan(
 async def _run_suite(
     state: RunState, s: int, planned: PlannedSuite, backend: Backend, on_result: OnResult | None
 ) -> None:
+    from .spend import cap_reason, spend_of
+
     repeat = max(1, planned.settings.repeat)
     pending = ((index, run) for index in planned.indices for run in range(repeat))
+    cap = planned.settings.max_cost
+    capped: set[int] = set()
 
     async def worker() -> None:
         for index, run in pending:  # the shared iterator hands each run to exactly one worker
             if state.stop_reason is not None:
                 return
+            if index in capped:
+                continue  # a later run of a case the cap kept from starting
+            if run == 0 and cap is not None and state.spent >= cap:
+                capped.add(index)
+                state.capped = cap if state.capped is None else state.capped
+                state.results[(s, index)] = _not_started(
+                    planned.loaded, index, cap_reason(cap, state.spent)
+                )
+                state.not_started += 1
+                if on_result is not None:
+                    on_result(state.results[(s, index)])
+                continue
             runner = CaseRunner(
                 planned.loaded,
                 index,
@@ -178,6 +216,7 @@ async def _run_suite(
             finally:
                 state.in_flight -= 1
                 state.last_session_closed = time.perf_counter()
+            state.spent += spend_of(result)
             finished = state.add_run(s, index, run, result, planned)
             if finished is not None and on_result is not None:
                 on_result(finished)
@@ -186,3 +225,62 @@ async def _run_suite(
     async with asyncio.TaskGroup() as group:
         for _ in range(workers):
             group.create_task(worker())
+
+
+def _not_started(loaded: LoadedSuite, index: int, reason: str) -> CaseResult:
+    """A test case the spend cap kept from starting: skipped, every turn too, with the reason."""
+    turns = [
+        unanswered_turn(loaded, index, i, turn, skipped=True)
+        for i, turn in enumerate(loaded.suite.test_cases[index].effective_turns())
+    ]
+    return build_case_result(loaded, index, turns, errors=[reason], skipped=True)
+
+
+#: outcomes ``--rerun-failed`` runs again
+RERUN_OUTCOMES = frozenset({"failed", "error", "skipped"})
+
+
+def rerun_selection(
+    plan: Sequence[PlannedSuite], report_path: Path, *, keep_passed: bool = False
+) -> dict[tuple[int, int], CaseResult]:
+    """``--rerun-failed``: narrow ``plan`` to the cases that did not pass in ``report_path``.
+
+    A case of the suites is run again when the earlier report has a result of
+    the same suite path (as reports show it, relative to the working
+    directory), the same name *and* the same index whose outcome is failed,
+    error or skipped (a case that was not run, interrupted or kept from
+    starting by the spend cap). A case the report does not know at all (added
+    since) is run too: nothing says it passed. A case renamed or moved counts
+    as new. ``-k``/``--tag`` narrow the selection further.
+
+    Returns, with ``keep_passed``, the report's passed results of the cases
+    not run again ((suite position, index) -> result), which the new report
+    shows in their place, so it is complete.
+    """
+    from .errors import ConfigError, ConfigIssue, ReportFormatError
+    from .reports.reader import load_report
+
+    try:
+        earlier = load_report(report_path)
+    except ReportFormatError as exc:
+        raise ConfigError(ConfigIssue(f"--rerun-failed: {exc}")) from None
+    by_key = {(r.suite, r.name, r.index): r for r in earlier.results}
+    kept: dict[tuple[int, int], CaseResult] = {}
+    for s, planned in enumerate(plan):
+        loaded = planned.loaded
+        again: list[int] = []
+        for index in planned.indices:
+            before = by_key.get((loaded.display_path, loaded.case_name(index), index))
+            if before is None or before.outcome in RERUN_OUTCOMES:
+                again.append(index)
+            elif keep_passed:
+                kept[(s, index)] = before
+        planned.indices = again
+    if not any(p.indices for p in plan) and not kept:
+        raise ConfigError(
+            ConfigIssue(
+                f"--rerun-failed {report_path}: nothing to run again (no test case of the "
+                "selected suites failed, errored or was skipped in that report)"
+            )
+        )
+    return kept

@@ -8,8 +8,9 @@ caller, and passed in as a mapping.
 Settings a suite may set (``execution:``): ``parallel_test_cases``,
 ``turn_timeout``, ``session_timeout`` (opening a session, default 60 s) and
 ``grader_timeout`` (one code grader on one turn, default 60 s), ``repeat``
-(runs of every test case, default 1) and ``min_pass_rate`` (with repeats, the
-share of runs a test case must pass, default 1.0). ``min_pass_rate`` is per
+(runs of every test case, default 1), ``min_pass_rate`` (with repeats, the
+share of runs a test case must pass, default 1.0) and ``max_cost`` (the spend
+cap in US dollars, ``--max-cost``; no default: no cap). ``min_pass_rate`` is per
 suite like the others: each suite's own ``execution:`` block decides its cases
 (there is no command-line flag; ``MULTITURN_EVAL_MIN_PASS_RATE`` sets it for
 suites that do not). Run-wide settings (command line or environment only):
@@ -41,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "min_pass_rate": 1.0,
     "report_dir": "multiturn-eval-report",
     "format": REPORT_FORMATS,
+    "max_cost": None,
 }
 
 
@@ -58,6 +60,8 @@ class RunSettings:
     """With repeats: a test case passes when passes / runs >= this (per suite)."""
     report_dir: str = "multiturn-eval-report"
     format: tuple[str, ...] = REPORT_FORMATS
+    max_cost: float | None = None
+    """The spend cap in US dollars (``--max-cost``, ``execution.max_cost``); None: no cap."""
     sources: Mapping[str, Source] = field(default_factory=dict)
     environment: RunEnvironment = field(default_factory=RunEnvironment, repr=False)
     """The environment as read once at start-up (API keys, base URLs for the backends)."""
@@ -98,6 +102,17 @@ def parse_rate(text: str) -> float:
     return value
 
 
+def parse_cost(text: str) -> float:
+    """``--max-cost``: US dollars, > 0 (``$`` allowed in front)."""
+    try:
+        value = float(text.strip().removeprefix("$"))
+    except ValueError:
+        raise ValueError("must be an amount of US dollars > 0, e.g. 5 or 0.50") from None
+    if not 0 < value < float("inf"):  # NaN too
+        raise ValueError("must be an amount of US dollars > 0, e.g. 5 or 0.50")
+    return value
+
+
 def parse_formats(text: str | tuple[str, ...]) -> tuple[str, ...]:
     items = (
         text if isinstance(text, tuple) else tuple(p.strip() for p in text.split(",") if p.strip())
@@ -119,6 +134,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "min_pass_rate": parse_rate,
     "report_dir": str,
     "format": parse_formats,
+    "max_cost": parse_cost,
 }
 _SUITE_SETTINGS = (
     "parallel_test_cases",
@@ -127,10 +143,13 @@ _SUITE_SETTINGS = (
     "grader_timeout",
     "repeat",
     "min_pass_rate",
+    "max_cost",
 )
 #: settings ``-v`` lists only when they are not at their default (runs without repeats
 #: print what they printed before)
 _QUIET_DEFAULTS = ("repeat", "min_pass_rate")
+#: settings without a default value: not listed in ``sources`` while unset (``-v`` output)
+_OPTIONAL = frozenset({"max_cost"})
 
 
 def resolve_settings(
@@ -167,7 +186,7 @@ def resolve_settings(
                 issues.append(ConfigIssue(f"environment variable {var}={raw!r}: {reason}"))
             continue
         values[name] = DEFAULTS[name]
-        if name not in _QUIET_DEFAULTS:
+        if name not in _QUIET_DEFAULTS and name not in _OPTIONAL:
             sources[name] = "default"
     if issues:
         raise ConfigError(issues)

@@ -863,6 +863,15 @@ class ExecutionConfig(_Strict):
             "default 1.0: every run must pass). Per suite."
         ),
     )
+    max_cost: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Spend cap in US dollars (as --max-cost): once the estimated spend reaches it, "
+            "no new test case starts."
+        ),
+    )
 
 
 class ModelPrice(_Strict):

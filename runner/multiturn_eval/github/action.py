@@ -25,6 +25,14 @@ functions of :mod:`.decisions`. Order of work:
 Exit status: the CLI's (0 passed, 1 failed, 2 configuration, 3 incomplete),
 except that ``fail-on-failure: false`` turns 1 into 0.
 
+``mode: merge`` (the matrix's merge job): instead of steps 2 and 3, the shard
+jobs' ``report.json`` files (input ``reports``) are merged by
+:func:`multiturn_eval.merge.merge_to_dir` into one report set in
+``report-dir``; from there on it is the same outcome -> outputs, summary,
+annotations, comment path as ``mode: run`` (exit: the merged verdict, 2 when
+the merge is refused, 3 when a shard is incomplete). The shard jobs
+(``shard-index``/``shard-total``) run with ``comment: never``.
+
 Secrets (one rule, :mod:`multiturn_eval.secrets`): the API key inputs and the
 token are masked in the log; they, every environment variable whose name says
 it is a secret, and every secret the suites and backends use are redacted from
@@ -172,7 +180,18 @@ class Action:
         handback = _first_missing(inputs.report_dir, self.workspace)
         self.remove_stale_reports(inputs.report_dir)
         try:
-            code, outcome = self.install_and_run(inputs)
+            if inputs.mode == "merge":
+                code, outcome = self.merge_shards(inputs)
+            else:
+                code, outcome = self.install_and_run(inputs)
+            if outcome is not None and outcome.spend_notice is not None:
+                self.annotate(
+                    Annotation(
+                        "warning",
+                        f"multiturn-eval: {outcome.spend_notice}",
+                        title="multiturn-eval: spend cap reached",
+                    )
+                )
             report = outcome.report if outcome is not None else None
             markdown = outcome.markdown if outcome is not None else None
             written = (
@@ -321,6 +340,8 @@ class Action:
             tags=tuple(inputs.tags),
             report_dir_label="input 'report-dir'",
             **self.baseline_fields(inputs),
+            shard=inputs.shard,
+            max_cost=inputs.max_cost,
         )
         config_error: ConfigError | None = None
         crash: BaseException | None = None
@@ -416,6 +437,37 @@ class Action:
             self.annotate(Annotation("notice", notice, title="multiturn-eval: baseline"))
         return fields
 
+    def merge_shards(self, inputs: ActionInputs) -> tuple[int, RunOutcome | None]:
+        """``mode: merge``: the shard reports -> one report set, as a run's outcome."""
+        from ..merge import merge_to_dir, summary_line
+        from ..run import RunOutcome
+
+        os.chdir(inputs.working_directory)
+        try:
+            merged = merge_to_dir(
+                inputs.reports, inputs.report_dir, allow_partial=inputs.allow_partial
+            )
+        except ConfigError as exc:
+            self.config_issues = exc.issues
+            self.log.line(
+                f"multiturn-eval: the shard reports cannot be merged ({len(exc.issues)}):"
+            )
+            for issue in exc.issues:
+                self.log.line(self.redact(f"  {clean(str(issue))}"))
+                self.annotate(
+                    Annotation("error", str(issue), title="multiturn-eval: input 'reports' (merge)")
+                )
+            return EXIT_CONFIG, None
+        self.log.line(self.redact(f"multiturn-eval: {summary_line(merged)}"))
+        return merged.exit_code, RunOutcome(
+            report=merged.report,
+            written=merged.written,
+            exit_code=merged.exit_code,
+            report_dir=inputs.report_dir,
+            redactor=self.redact,
+            markdown=merged.markdown,
+        )
+
     def step_summary(self, text: str) -> None:
         if self.context.github.summary_file is None:
             return
@@ -436,6 +488,14 @@ class Action:
         self, inputs: ActionInputs, report: Report | None, markdown: str | None, code: int
     ) -> None:
         github = self.context.github
+        shard = inputs.shard
+        if inputs.mode == "run" and shard is not None and shard.total > 1:
+            if inputs.comment != "never":  # N shards would overwrite one sticky comment
+                self.log.line(
+                    f"multiturn-eval: no PR comment from shard {shard.label}: the merge job "
+                    "(mode: merge) writes the one comment for the whole run"
+                )
+            return
         if report is not None:
             body = markdown
         elif code == EXIT_CONFIG:
@@ -491,6 +551,8 @@ class Action:
 
     def config_error_body(self, inputs: ActionInputs) -> str | None:
         """A comment saying the suites did not load (so a stale green comment does not stay)."""
+        if inputs.mode == "merge":  # no suite set to name: the refusal is in the log and summary
+            return None
         try:
             from ..loader import display_path
             from ..reports.markdown import comment_marker

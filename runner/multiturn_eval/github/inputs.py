@@ -17,7 +17,14 @@ Decisions where action.yml leaves room:
   requirements files (``pip install -r``); everything else is handed to
   ``pip install`` as a package specifier, path or pip option.
 - ``fail-on-failure`` accepts the YAML 1.2 booleans ``true``/``True``/``TRUE``
-  and ``false``/``False``/``FALSE`` (as ``core.getBooleanInput``).
+  and ``false``/``False``/``FALSE`` (as ``core.getBooleanInput``); so does
+  ``allow-partial``.
+- ``shard-index`` / ``shard-total`` are 0-based, as ``${{ strategy.job-index }}``
+  and ``${{ strategy.job-total }}`` give them (``--shard`` on the command line
+  is 1-based): both or neither. ``shard-total: 1`` is the whole suite.
+- ``mode: merge`` runs no suite: ``reports`` (globs, one per line or
+  comma-separated, relative to ``working-directory``) are the shard jobs'
+  downloaded ``report.json`` files; ``suite`` is not needed then.
 - ``baseline`` is a path or a glob (``**`` allowed) relative to
   ``working-directory``; it is resolved when the run starts (a missing one is a
   notice, never an error). ``fail-on`` is ``failures`` or ``regressions``
@@ -34,9 +41,11 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import InputError, InputProblem
-from ..settings import parse_positive_int
+from ..settings import parse_cost, parse_positive_int
+from ..sharding import ShardSpec, shard_spec
 
 CommentMode = Literal["auto", "always", "never"]
+Mode = Literal["run", "merge"]
 
 #: every input action.yml declares, with the default the runner fills in (None: none)
 INPUTS: dict[str, str | None] = {
@@ -55,6 +64,12 @@ INPUTS: dict[str, str | None] = {
     "fail-on-failure": "true",
     "baseline": "",
     "fail-on": "failures",
+    "mode": "run",
+    "shard-index": "",
+    "shard-total": "",
+    "max-cost": "",
+    "reports": "",
+    "allow-partial": "false",
 }
 SECRET_INPUTS = ("github-token", "anthropic-api-key", "openai-api-key")
 
@@ -89,6 +104,13 @@ class ActionInputs:
     baseline: str | None = None
     """a path or glob relative to ``working_directory`` (resolved by the action)"""
     fail_on: Literal["failures", "regressions"] = "failures"
+    mode: Mode = "run"
+    shard: ShardSpec | None = None
+    """``shard-index`` (0-based) of ``shard-total``."""
+    max_cost: float | None = None
+    reports: list[str] = field(default_factory=list)
+    """``mode: merge``: globs of shard report.json files, relative to the working directory."""
+    allow_partial: bool = False
 
 
 def raw_input(env: Mapping[str, str], name: str) -> str:
@@ -111,9 +133,37 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
     problems: list[InputProblem] = []
     root = workspace.resolve()
 
+    mode = raw_input(env, "mode").lower() or "run"
+    if mode not in ("run", "merge"):
+        problems.append(
+            InputProblem("mode", f"{raw_input(env, 'mode')!r} is not one of run, merge")
+        )
+        mode = "run"
     suites = _split(raw_input(env, "suite"), r"[\n,]")
-    if not suites:
+    reports = _split(raw_input(env, "reports"), r"[\n,]")
+    if mode == "run" and not suites:
         problems.append(InputProblem("suite", "is required: give one or more suite files or globs"))
+    if mode == "merge" and not reports:
+        problems.append(
+            InputProblem(
+                "reports",
+                "is required with mode: merge: give the shard jobs' report.json files "
+                "(a glob such as shards/*/report.json)",
+            )
+        )
+    shard = _shard(raw_input(env, "shard-index"), raw_input(env, "shard-total"), problems)
+    max_cost: float | None = None
+    cost_text = raw_input(env, "max-cost")
+    if cost_text:
+        try:
+            max_cost = parse_cost(cost_text)
+        except ValueError as exc:
+            problems.append(InputProblem("max-cost", f"{cost_text!r} {exc}"))
+    partial_text = raw_input(env, "allow-partial") or "false"
+    if partial_text not in _TRUE + _FALSE:
+        problems.append(
+            InputProblem("allow-partial", f"{partial_text!r} is not a boolean (true or false)")
+        )
 
     workdir_text = raw_input(env, "working-directory") or "."
     workdir = (root / workdir_text).resolve()
@@ -226,4 +276,37 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
         fail_on_failure=fail_text in _TRUE,
         baseline=raw_input(env, "baseline") or None,
         fail_on=fail_on,  # type: ignore[arg-type]  # checked above
+        mode=mode,  # type: ignore[arg-type]  # checked above
+        shard=shard,
+        max_cost=max_cost,
+        reports=reports,
+        allow_partial=partial_text in _TRUE,
     )
+
+
+def _shard(index: str, total: str, problems: list[InputProblem]) -> ShardSpec | None:
+    """``shard-index`` (0-based, ``strategy.job-index``) of ``shard-total``; both or neither."""
+    if not index and not total:
+        return None
+    if not index or not total:
+        given, missing = ("shard-index", "shard-total") if index else ("shard-total", "shard-index")
+        problems.append(InputProblem(missing, f"is needed with {given} (give both, or neither)"))
+        return None
+    if not index.isdigit():
+        problems.append(
+            InputProblem(
+                "shard-index", f"{index!r} is not a whole number (0-based, as strategy.job-index)"
+            )
+        )
+        return None
+    if not total.isdigit():
+        problems.append(
+            InputProblem("shard-total", f"{total!r} is not a whole number (strategy.job-total)")
+        )
+        return None
+    try:
+        return shard_spec(int(index), int(total))
+    except ValueError as exc:
+        name = "shard-total" if "total" in str(exc) else "shard-index"
+        problems.append(InputProblem(name, str(exc)))
+        return None

@@ -212,6 +212,16 @@ def render_junit(report: Report) -> str:
                 "file": v.xml_clean(path),
             },
         )
+        if report.run.missing_shards:  # a merge with --allow-partial: say what is missing
+            properties = ET.SubElement(suite, "properties")
+            ET.SubElement(
+                properties,
+                "property",
+                {
+                    "name": "multiturn-eval.incomplete",
+                    "value": v.xml_clean(report.run.stop_reason or ""),
+                },
+            )
         for case in cases:
             _testcase(suite, case, regressed.get((case.suite, case.index)))
     ET.indent(root)

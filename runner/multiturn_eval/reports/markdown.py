@@ -689,6 +689,24 @@ def _omitted_note(count: int, links: v.RunLinks | None) -> str:
     )
 
 
+def _scope_notice(report: Report) -> str:
+    """A shard's partial view, and a spend cap that kept test cases from starting."""
+    parts = []
+    shard = report.run.shard
+    if shard is not None and shard.total > 1:
+        parts.append(
+            f"This is shard {shard.index}/{shard.total} of a split run: "
+            "`multiturn-eval merge` the shard reports for the whole result."
+        )
+    cap = report.run.spend_cap
+    if cap is not None and cap.reached and cap.not_started:
+        parts.append(
+            f"Spend cap of ${cap.max_cost_usd:.2f} reached (${cap.spent_usd:.4f} spent): "
+            f"{v.plural(cap.not_started, 'test case')} not started."
+        )
+    return " ".join(parts)
+
+
 @v.gc_paused
 def render_markdown(report: Report) -> str:
     """The comment body; a report made in GitHub Actions links to its workflow run."""
@@ -703,11 +721,16 @@ def render_markdown(report: Report) -> str:
         "verdict": _verdict(report),
         "totals": _totals(report),
         "suites": _suite_rows(report),
-        "notice": (
-            f"The run did not complete ({md_text(report.run.stop_reason or 'interrupted', 300)}): "
-            "test cases that did not finish are reported as not run."
-            if not report.run.complete
-            else ""
+        "notice": " ".join(
+            n
+            for n in (
+                f"The run did not complete ({md_text(report.run.stop_reason or 'interrupted', 300)}): "
+                "test cases that did not finish are reported as not run."
+                if not report.run.complete
+                else "",
+                _scope_notice(report),
+            )
+            if n
         ),
         "regrade": render_regrade(report.regrade) if report.regrade is not None else "",
         "comparison": render_comparison(report.baseline) if report.baseline is not None else "",

@@ -1,0 +1,163 @@
+"""``run --dry-run``: what a run would do, with nothing called and nothing written.
+
+The suites are loaded and validated exactly as for a run (so a configuration
+error is still exit 2), and the selection is the run's (``-k``, ``--tag``,
+``--rerun-failed``, ``--shard``). No backend is created, no factory, agent,
+tool or grader is called, the report directory is not created. Exit 0.
+
+Per suite it prints the test cases, turns and model calls: every turn is at
+least one call (``repeat`` times); a model backend with tools may make up to
+``max_tool_rounds + 1`` calls per turn (the tool rounds and the final
+reply), which is the upper figure. ``python`` and ``http`` agents get one
+call (``send`` / POST) per turn; what they do behind it is theirs.
+
+The spend bound: upper calls x ``max_tokens`` x the model's output price.
+It is rough on purpose: input tokens (which grow with each turn of a
+conversation) are not counted, so it is not a ceiling of the bill; it tells
+whether a ``--max-cost`` is far above or within reach of what the run's
+output alone may cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from .environment import RunEnvironment
+from .exit_codes import EXIT_OK
+
+if TYPE_CHECKING:
+    from .run import RunOptions
+    from .scheduler import PlannedSuite
+
+
+@dataclass(frozen=True)
+class SuitePlan:
+    suite: str
+    backend: str
+    model: str | None
+    cases: int
+    turns: int
+    repeat: int
+    min_calls: int
+    max_calls: int
+    output_bound_usd: float | None
+    """Upper calls x max_tokens x output price; None when unknown (no price, no max_tokens)."""
+    max_cost: float | None
+
+
+def suite_plan(planned: PlannedSuite) -> SuitePlan:
+    from .pricing import price_for
+    from .spend import PRICED_BACKENDS
+
+    loaded = planned.loaded
+    agent = loaded.suite.agent
+    repeat = max(1, planned.settings.repeat)
+    turns = sum(len(loaded.suite.test_cases[i].effective_turns()) for i in planned.indices)
+    calls = turns * repeat
+    rounds = getattr(agent, "max_tool_rounds", None)
+    per_turn = rounds + 1 if agent.backend in PRICED_BACKENDS and agent.tools and rounds else 1
+    bound: float | None = None
+    price = (
+        price_for(agent.model, loaded.suite.pricing) if agent.backend in PRICED_BACKENDS else None
+    )
+    if price is not None and agent.max_tokens:
+        bound = calls * per_turn * agent.max_tokens * price.output / 1_000_000
+    return SuitePlan(
+        suite=loaded.display_path,
+        backend=agent.backend,
+        model=agent.model,
+        cases=len(planned.indices),
+        turns=turns,
+        repeat=repeat,
+        min_calls=calls,
+        max_calls=calls * per_turn,
+        output_bound_usd=bound,
+        max_cost=planned.settings.max_cost,
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'s' if n != 1 else ''}"
+
+
+def render(plans: Sequence[SuitePlan], header: Sequence[str] = ()) -> list[str]:
+    lines = ["multiturn-eval: dry run: no agent, tool or grader is called; no report is written"]
+    lines += list(header)
+    for p in plans:
+        model = f", {p.model}" if p.model else ""
+        repeat = f", each run {p.repeat} times" if p.repeat > 1 else ""
+        lines.append(
+            f"{p.suite} ({p.backend}{model}): {_plural(p.cases, 'test case')}, "
+            f"{_plural(p.turns, 'turn')}{repeat}"
+        )
+        calls = (
+            f"{p.min_calls:,}"
+            if p.min_calls == p.max_calls
+            else f"{p.min_calls:,} to {p.max_calls:,} (tool rounds)"
+        )
+        lines.append(f"  {p.backend} calls: {calls}")
+        if p.output_bound_usd is not None:
+            lines.append(
+                f"  output-token bound: ${p.output_bound_usd:,.2f} "
+                "(max_tokens x output price on every call; input tokens not counted)"
+            )
+    per_backend: dict[str, list[int]] = {}
+    for p in plans:
+        counts = per_backend.setdefault(p.backend, [0, 0])
+        counts[0] += p.min_calls
+        counts[1] += p.max_calls
+    total_cases = sum(p.cases for p in plans)
+    total_turns = sum(p.turns for p in plans)
+    calls_text = ", ".join(
+        f"{name} {lo:,}" + (f"-{hi:,}" if hi != lo else "")
+        for name, (lo, hi) in per_backend.items()
+    )
+    lines.append(
+        f"total: {_plural(total_cases, 'test case')}, {_plural(total_turns, 'turn')}; "
+        f"calls per backend: {calls_text or 'none'}"
+    )
+    caps = sorted({p.max_cost for p in plans if p.max_cost is not None})
+    if caps:
+        cap = caps[0]
+        known = [p.output_bound_usd for p in plans if p.output_bound_usd is not None]
+        unknown = [p.suite for p in plans if p.output_bound_usd is None and p.cases]
+        bound = sum(known)
+        verdict = (
+            "the cap leaves headroom over that bound"
+            if bound < cap
+            else "the run may reach the cap (then the remaining test cases are skipped)"
+        )
+        line = f"spend cap: ${cap:,.2f}; rough output-token bound ${bound:,.2f}: {verdict}"
+        if unknown:
+            line += f" (no bound for {', '.join(unknown)}: no price or max_tokens)"
+        lines.append(line)
+    return lines
+
+
+def dry_run(
+    paths: Sequence[str | Path], options: RunOptions, environment: RunEnvironment, out: TextIO
+) -> int:
+    """Plan the run as :func:`multiturn_eval.run.run_suites` would, print it, exit 0."""
+    from .interrupts import InterruptGuard
+    from .run import _Pipeline
+
+    pipeline = _Pipeline(options, environment, InterruptGuard(), None, None)
+    plan = pipeline.plan(paths)
+    header: list[str] = []
+    if pipeline.shard_info is not None:
+        shard = pipeline.shard_info["shard"]
+        header.append(
+            f"shard {shard['index']}/{shard['total']} (split {shard['split_id']}): "
+            "the test cases below are this shard's"
+        )
+    if pipeline.kept:
+        header.append(f"--keep-passed: {_plural(len(pipeline.kept), 'passed result')} carried over")
+    for planned in plan:
+        for warning in planned.loaded.warnings:
+            header.append(f"warning: {warning}")
+    for line in render([suite_plan(p) for p in plan], header):
+        out.write(line + "\n")
+    return EXIT_OK

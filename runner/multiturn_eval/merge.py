@@ -1,0 +1,307 @@
+"""``multiturn-eval merge``: the shard reports of one split -> one report set.
+
+The merged report is the one an unsharded run of the same suites would have
+written, verdict for verdict: every shard's results, in suite order (the
+order of ``run.suites``, then the test case's index in its file), the summary
+recomputed from them (:func:`multiturn_eval.results.summarize`).
+
+Refused (a configuration error naming the files, exit 2):
+
+* a file that is not a report, or a report not made with ``--shard``;
+* shards of different splits (another N, other suites, another selection or
+  repeat count: the split ids differ);
+* shards that ran different suite contents (``run.suite_hashes`` differ:
+  a suite file changed between the jobs);
+* a shard given twice, or the same test case in two reports;
+* a missing shard, unless ``allow_partial``: then the report is incomplete
+  (``run.complete`` false, ``run.missing_shards`` and a stop reason that
+  every report format shows), and the missing shards' cases are absent
+  (the merge does not read the suites, so it cannot name them).
+
+Decisions: the merged ``run`` keeps the first shard's commit, PR number,
+version and workflow run; ``started_at`` is the earliest shard's start,
+``finished_at`` the latest finish and ``duration_ms`` the time between them
+(the wall time of the matrix). It has no ``run.shard``; ``suite_hashes``
+stay; ``spend_cap`` is the shards' caps, spends and skipped counts added up
+(the cap is per shard). A shard that was interrupted (``run.complete`` false) makes the
+merged report incomplete too. Exit code: 0 passed, 1 failed, 3 incomplete
+(an interrupted or missing shard), 2 refused.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TextIO
+
+from .errors import ConfigError, ConfigIssue, ReportFormatError
+from .exit_codes import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK
+from .results import CaseResult, Report, RunInfo, SpendCap, summarize
+
+
+@dataclass
+class MergeOutcome:
+    report: Report
+    written: dict[str, Path] = field(default_factory=dict)
+    exit_code: int = EXIT_OK
+    markdown: str | None = None
+
+
+def expand_reports(patterns: Sequence[str | Path]) -> list[Path]:
+    """Report paths as given; a pattern with wildcards is globbed (sorted, recursive ``**``)."""
+    paths: list[Path] = []
+    issues: list[ConfigIssue] = []
+    for raw in patterns:
+        pattern = str(raw)
+        if any(ch in pattern for ch in "*?[") and not Path(pattern).exists():
+            matches = sorted(glob.glob(pattern, recursive=True))  # noqa: PTH207
+            if not matches:
+                issues.append(ConfigIssue(f"no report file matches {pattern!r}"))
+            paths.extend(Path(m) for m in matches)
+        else:
+            paths.append(Path(pattern))
+    if issues:
+        raise ConfigError(issues)
+    return list(dict.fromkeys(paths))
+
+
+def load_shards(paths: Sequence[Path]) -> list[tuple[str, Report]]:
+    from .reports.reader import load_report
+
+    out: list[tuple[str, Report]] = []
+    issues: list[ConfigIssue] = []
+    for path in paths:
+        try:
+            out.append((str(path), load_report(path)))
+        except ReportFormatError as exc:
+            issues.append(ConfigIssue(f"merge: {exc}"))
+    if issues:
+        raise ConfigError(issues)
+    return out
+
+
+def _files(names: Sequence[str]) -> str:
+    return ", ".join(names)
+
+
+def _time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def merge_reports(shards: Sequence[tuple[str, Report]], *, allow_partial: bool = False) -> Report:
+    """One report from shard reports (file name, report); ConfigError when refused."""
+    if not shards:
+        raise ConfigError(ConfigIssue("merge: give at least one shard report.json"))
+    unsharded = [name for name, report in shards if report.run.shard is None]
+    if unsharded:
+        raise ConfigError(
+            ConfigIssue(f"merge: not a shard report (made without --shard): {_files(unsharded)}")
+        )
+    splits: dict[tuple[str, int], list[str]] = {}
+    for name, report in shards:
+        shard = report.run.shard
+        assert shard is not None
+        splits.setdefault((shard.split_id, shard.total), []).append(name)
+    if len(splits) > 1:
+        groups = "; ".join(
+            f"split {sid} of {total} shard{'s' if total != 1 else ''}: {_files(names)}"
+            for (sid, total), names in splits.items()
+        )
+        raise ConfigError(
+            ConfigIssue(
+                "merge: the reports are shards of different splits (another shard count, "
+                f"other suites or another selection): {groups}"
+            )
+        )
+    first_name, first = shards[0]
+    for name, report in shards[1:]:
+        if report.run.suites != first.run.suites:
+            raise ConfigError(
+                ConfigIssue(
+                    f"merge: {name} ran the suites {report.run.suites}, but {first_name} "
+                    f"ran {first.run.suites}"
+                )
+            )
+        theirs, ours = report.run.suite_hashes or {}, first.run.suite_hashes or {}
+        changed = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+        if changed:
+            raise ConfigError(
+                ConfigIssue(
+                    f"merge: suite {changed[0]} differs between the shards: {first_name} ran "
+                    f"{ours.get(changed[0], '(none)')}, {name} ran "
+                    f"{theirs.get(changed[0], '(none)')} (the suite changed between the jobs; "
+                    "run every shard on the same commit)"
+                )
+            )
+    by_number: dict[int, list[str]] = {}
+    for name, report in shards:
+        assert report.run.shard is not None
+        by_number.setdefault(report.run.shard.index, []).append(name)
+    total = first.run.shard.total if first.run.shard else 1
+    twice = {n: names for n, names in by_number.items() if len(names) > 1}
+    if twice:
+        n, names = min(twice.items())
+        raise ConfigError(
+            ConfigIssue(f"merge: shard {n}/{total} is given more than once: {_files(names)}")
+        )
+    missing = [n for n in range(1, total + 1) if n not in by_number]
+    if missing and not allow_partial:
+        raise ConfigError(
+            ConfigIssue(
+                f"merge: shard{'s' if len(missing) != 1 else ''} "
+                f"{', '.join(f'{n}/{total}' for n in missing)} missing (given: "
+                f"{_files([name for name, _ in shards])}); every shard's report.json is "
+                "needed, or pass --allow-partial for an incomplete report"
+            )
+        )
+    order = {suite: i for i, suite in enumerate(first.run.suites)}
+    seen: dict[tuple[str, int], str] = {}
+    results: list[CaseResult] = []
+    for name, report in shards:
+        for result in report.results:
+            key = (result.suite, result.index)
+            if key in seen:
+                raise ConfigError(
+                    ConfigIssue(
+                        f"merge: test case {result.name!r} ({result.suite}, index "
+                        f"{result.index}) is in two reports: {seen[key]}, {name}"
+                    )
+                )
+            seen[key] = name
+            results.append(result)
+    results.sort(key=lambda r: (order.get(r.suite, len(order)), r.suite, r.index))
+    return Report(
+        run=_merged_run(shards, missing, total), summary=summarize(results), results=results
+    )
+
+
+def _merged_run(shards: Sequence[tuple[str, Report]], missing: list[int], total: int) -> RunInfo:
+    first = shards[0][1].run
+    starts = [(t, r.run.started_at) for _, r in shards if (t := _time(r.run.started_at))]
+    ends = [(t, r.run.finished_at) for _, r in shards if (t := _time(r.run.finished_at))]
+    started_at = min(starts)[1] if starts else first.started_at
+    finished_at = max(ends)[1] if ends else first.finished_at
+    duration = (
+        round((max(ends)[0] - min(starts)[0]).total_seconds() * 1000, 3)
+        if starts and ends
+        else max(r.run.duration_ms for _, r in shards)
+    )
+    reasons: list[str] = []
+    for _, report in sorted(shards, key=lambda s: s[1].run.shard.index if s[1].run.shard else 0):
+        shard = report.run.shard
+        if not report.run.complete and shard is not None:
+            reasons.append(
+                f"shard {shard.index}/{shard.total} did not complete "
+                f"({report.run.stop_reason or 'interrupted'})"
+            )
+    if missing:
+        reasons.append(
+            f"shard{'s' if len(missing) != 1 else ''} "
+            f"{', '.join(f'{n}/{total}' for n in missing)} missing from the merge "
+            "(their test cases are not in this report)"
+        )
+    return RunInfo(
+        suites=list(first.suites),
+        started_at=started_at,
+        finished_at=finished_at,
+        duration_ms=duration,
+        complete=not reasons,
+        git_sha=first.git_sha,
+        pr_number=first.pr_number,
+        version=first.version,
+        stop_reason="; ".join(reasons) or None,
+        github=first.github,
+        suite_hashes=first.suite_hashes,
+        missing_shards=missing or None,
+        spend_cap=_merged_cap(shards),
+    )
+
+
+def _merged_cap(shards: Sequence[tuple[str, Report]]) -> SpendCap | None:
+    """The shards' spend caps added up (the cap is per shard: the matrix may spend the sum)."""
+    caps = [r.run.spend_cap for _, r in shards if r.run.spend_cap is not None]
+    if not caps:
+        return None
+    return SpendCap(
+        max_cost_usd=round(sum(c.max_cost_usd for c in caps), 6),
+        spent_usd=round(sum(c.spent_usd for c in caps), 6),
+        reached=any(c.reached for c in caps),
+        not_started=sum(c.not_started for c in caps),
+    )
+
+
+def exit_code(report: Report) -> int:
+    """The merged verdict: 0 passed, 1 failed (or skipped), 3 incomplete."""
+    if not report.run.complete:
+        return EXIT_INCOMPLETE
+    s = report.summary
+    return EXIT_OK if s.failed == 0 and s.skipped == 0 else EXIT_FAILED
+
+
+def merge_to_dir(
+    patterns: Sequence[str | Path],
+    report_dir: Path,
+    formats: Sequence[str] | None = None,
+    *,
+    allow_partial: bool = False,
+) -> MergeOutcome:
+    """Read, check and merge the shard reports, then write the report set to ``report_dir``.
+
+    ConfigError (exit 2) when refused or the directory cannot be written;
+    nothing is written then.
+    """
+    from .reports.redact import Redactor
+    from .reports.writer import write_reports
+    from .settings import REPORT_FORMATS
+
+    report = merge_reports(load_shards(expand_reports(patterns)), allow_partial=allow_partial)
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            ConfigIssue(f"merge: cannot write reports to {report_dir}: {exc.strerror or exc}")
+        ) from None
+    outcome = MergeOutcome(report, exit_code=exit_code(report))
+
+    def keep(fmt: str, text: str) -> None:
+        if fmt == "markdown":
+            outcome.markdown = text
+
+    # the shard reports were redacted when they were written
+    outcome.written = write_reports(
+        report, report_dir, tuple(formats or REPORT_FORMATS), Redactor([]), keep
+    )
+    return outcome
+
+
+def summary_line(outcome: MergeOutcome, shards: int | None = None) -> str:
+    s = outcome.report.summary
+    run = outcome.report.run
+    head = f"merged {shards} shard reports" if shards is not None else "merged"
+    line = (
+        f"{head}: {s.total} test case{'s' if s.total != 1 else ''}, {s.passed} passed, "
+        f"{s.failed} failed, {s.skipped} skipped"
+    )
+    if not run.complete:
+        line += f"; INCOMPLETE: {run.stop_reason}"
+    return line
+
+
+def cmd_merge(
+    patterns: Sequence[str],
+    report_dir: str,
+    formats: Sequence[str] | None,
+    allow_partial: bool,
+    out: TextIO,
+) -> int:
+    outcome = merge_to_dir(patterns, Path(report_dir), formats, allow_partial=allow_partial)
+    out.write(f"multiturn-eval: {summary_line(outcome)}\n")
+    for fmt, path in outcome.written.items():
+        out.write(f"  {fmt}: {path}\n")
+    return outcome.exit_code
