@@ -259,3 +259,21 @@ def test_cases_already_running_when_the_cap_is_reached_finish(
     cap = result.report["run"]["spend_cap"]
     assert cap["spent_usd"] == pytest.approx(0.2)  # past the cap by the case that was running
     assert cap["not_started"] == 4
+
+
+def test_with_repeats_the_cap_is_checked_before_each_cases_first_run(
+    project: Project, fake: FakeAnthropic, env: dict[str, str]
+) -> None:
+    """A started case runs all its K runs (its verdict needs them); the next case does not
+    start once the runs so far cost the cap. -p 1: case-0's two runs cost $0.20 >= $0.15."""
+    project.write("suite.yaml", PRICED % "" + cases(3))
+    result = project.run("run", "suite.yaml", "--max-cost", "0.15", "--repeat", "2", "-p", "1")
+    assert result.code == 1
+    outcomes = [r["outcome"] for r in result.report["results"]]
+    assert outcomes == ["passed", "skipped", "skipped"]
+    first = result.report["results"][0]
+    assert first["repeat"]["runs"] == 2 and len(first["runs"]) == 2
+    assert first["cost_usd"] == pytest.approx(0.2)
+    assert "spend cap of $0.15 reached" in result.report["results"][1]["errors"][0]
+    assert len(fake.requests) == 2
+    assert result.report["run"]["spend_cap"]["spent_usd"] == pytest.approx(0.2)
