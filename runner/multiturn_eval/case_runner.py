@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import BackendError, FatalBackendError, FatalRunError, SessionError
@@ -46,10 +46,11 @@ from .results import (
     case_outcome,
     rollup_metrics,
     sum_costs,
+    sum_usages,
     turn_passed,
 )
 from .sanitize import checked_reply
-from .suite import CodeEvaluation, TestCase, Turn
+from .suite import CodeEvaluation, JudgeEvaluation, TestCase, Turn
 from .types import (
     CaseContext,
     GraderContext,
@@ -63,6 +64,7 @@ from .usercode import error_text, guarded, watch_abandoned
 
 if TYPE_CHECKING:
     from .backends.base import Backend, Session
+    from .grading.judges import JudgeResult
     from .loader import LoadedSuite
     from .settings import RunSettings
 
@@ -146,6 +148,8 @@ class CaseRunner:
         self.backend = backend
         self.turn_timeout = turn_timeout
         self.session_timeout, self.grader_timeout = _step_timeouts(loaded, settings)
+        self.env: Mapping[str, str] = settings.env if settings is not None else {}
+        """The run's environment variables (a judge's default API key and base URL)."""
         self.turns = self.case.effective_turns()
         self.results: list[TurnResult] = []
         self.case_errors: list[str] = []
@@ -287,6 +291,10 @@ class CaseRunner:
             duration_ms = (time.perf_counter() - t0) * 1000
             try:
                 result = await self._grade(turn_index, turn, reply, duration_ms)
+            except FatalBackendError as exc:  # a judge refused its credentials: stop the run
+                self._record_error(turn_index, turn, f"judge: {_error_text(exc)}", t0)
+                self._skip_rest("the run stopped")
+                raise FatalRunError(self._finish(started), _error_text(exc)) from exc
             except Exception as exc:  # a bug while grading: this turn fails, the case goes on
                 self._record_error(
                     turn_index, turn, f"internal error while grading: {error_text(exc)}", t0
@@ -332,8 +340,18 @@ class CaseRunner:
         tools_matched, details = check_tools(turn.tools, calls)
         metrics: list[MetricResult] = []
         grader_ctx: GraderContext | None = None
+        judge_usages: list[TokenUsage] = []
+        judge_costs: list[float | None] = []
+        judge_warnings: list[str] = []
         for evaluation in self.loaded.evaluations_for(self.case, turn):
-            if isinstance(evaluation, CodeEvaluation):
+            if isinstance(evaluation, JudgeEvaluation):
+                judged = await self._judge(turn_index, turn, reply, evaluation)
+                metrics.append(judged.metric)
+                judge_warnings.extend(judged.warnings)
+                if judged.usage is not None:
+                    judge_usages.append(judged.usage)
+                    judge_costs.append(judged.cost_usd)
+            elif isinstance(evaluation, CodeEvaluation):
                 if grader_ctx is None:
                     grader_ctx = self._grader_context(turn_index, turn, reply)
                 grader = self.loaded.graders[evaluation.grader]
@@ -353,13 +371,34 @@ class CaseRunner:
             arg_match_details=details,
             metric_results=metrics,
             passed=False,
-            warnings=list(reply.warnings),
+            warnings=[*reply.warnings, *judge_warnings],
             duration_ms=duration_ms,
             token_usage=reply.token_usage or TokenUsage(),
             cost_usd=reply.cost_usd,
+            judge_token_usage=sum_usages(judge_usages),
+            judge_cost_usd=sum_costs(judge_costs),
         )
         result.passed = turn_passed(result)
         return result
+
+    async def _judge(
+        self, turn_index: int, turn: Turn, reply: TurnReply, spec: JudgeEvaluation
+    ) -> JudgeResult:
+        from .grading.judges import judge_turn
+        from .grading.recorded import JudgeKey
+
+        suite = self.loaded.suite
+        return await judge_turn(
+            spec,
+            texts=self.loaded.judge_texts,
+            levels=(suite.judge, self.case.judge, turn.judge),
+            env=self.env,
+            pricing=suite.pricing,
+            key=JudgeKey(self.loaded.display_path, self.index, turn_index, spec.metric_name),
+            turn_input=turn.input,
+            reply=reply.response,
+            ground_truth=turn.ground_truth,
+        )
 
     def _grader_context(self, turn_index: int, turn: Turn, reply: TurnReply) -> GraderContext:
         return GraderContext(
@@ -429,6 +468,8 @@ def build_case_result(
         "duration_ms": duration_ms,
         "token_usage": TokenUsage.sum([t.token_usage for t in turns]),
         "cost_usd": sum_costs(t.cost_usd for t in turns),
+        "judge_token_usage": sum_usages(t.judge_token_usage for t in turns),
+        "judge_cost_usd": sum_costs(t.judge_cost_usd for t in turns),
         "metric_results": rollup_metrics(turns),
         "warnings": [*warnings, *(w for t in turns for w in t.warnings)],
     }

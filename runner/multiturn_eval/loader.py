@@ -36,6 +36,9 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import ConfigError, ConfigIssue, YamlSyntaxError
 from .grading.evaluators import parse_ground_truth_number
+from .grading.judges.evaluate import JudgeTexts
+from .grading.judges.prompt import template_problem
+from .grading.judges.service import PACKAGES, JudgeConfigProblem, merge_levels, resolve
 from .imports import add_import_paths, resolve_callable
 from .secrets import is_secret_name, is_secret_value
 from .suite import (
@@ -45,6 +48,7 @@ from .suite import (
     URL_PATTERN,
     CodeEvaluation,
     Evaluation,
+    JudgeEvaluation,
     StandardEvaluation,
     Suite,
     TestCase,
@@ -73,6 +77,8 @@ class LoadedSuite:
     factory: Callable[..., Any] | None = None
     secrets: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    judge_texts: JudgeTexts = field(default_factory=lambda: JudgeTexts({}))
+    """The judges' ``rubric_file`` / ``prompt_file`` texts, read at load (as written -> text)."""
 
     @property
     def name(self) -> str:
@@ -300,7 +306,9 @@ def _substitute(
         ]
     if not isinstance(value, str) or "$" not in value:
         return value
-    secret_field = len(path) >= 2 and path[0] == "agent" and path[1] in ("api_key", "headers")
+    secret_field = (
+        len(path) >= 2 and path[0] == "agent" and path[1] in ("api_key", "headers")
+    ) or (len(path) >= 2 and path[-1] == "api_key" and path[-2] == "judge")
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -481,6 +489,8 @@ def load_suite(path: Path, env: Mapping[str, str]) -> LoadedSuite:
     )
     add_import_paths([path.parent, Path.cwd()])
     issues.extend(_resolve(loaded, locator))
+    if not issues:
+        issues.extend(_check_judges(loaded, locator, env))
     if issues:
         raise ConfigError(issues)
     return loaded
@@ -512,8 +522,34 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
         except ValueError as exc:
             issues.append(locator.issue(("agent", "factory"), str(exc)))
 
+    judge_files: dict[str, str] = {}
+
+    def read_judge_file(name: str, path: Path_, template: bool) -> None:
+        if name in judge_files:
+            return
+        target = base / name
+        try:
+            text = read_text(target)
+        except ValueError as exc:
+            issues.append(locator.issue(path, f"{exc}: {target}"))
+            return
+        if template:
+            problem = template_problem(text)
+            if problem is not None:
+                issues.append(locator.issue(path, f"{problem}: {target}"))
+                return
+        elif not text.strip():
+            issues.append(locator.issue(path, f"the rubric file is empty: {target}"))
+            return
+        judge_files[name] = text
+
     def check_evaluations(evaluations: Iterable[Evaluation] | None, path: Path_) -> None:
         for j, evaluation in enumerate(evaluations or []):
+            if isinstance(evaluation, JudgeEvaluation):
+                if evaluation.rubric_file is not None:
+                    read_judge_file(evaluation.rubric_file, (*path, j, "rubric_file"), False)
+                if evaluation.prompt_file is not None:
+                    read_judge_file(evaluation.prompt_file, (*path, j, "prompt_file"), True)
             if isinstance(evaluation, CodeEvaluation) and evaluation.grader not in loaded.graders:
                 try:
                     loaded.graders[evaluation.grader] = resolve_callable(evaluation.grader)
@@ -560,6 +596,79 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
                                 "(e.g. metric: equality)",
                             )
                         )
+    loaded.judge_texts = JudgeTexts(judge_files)
+    return issues
+
+
+def _check_judges(
+    loaded: LoadedSuite, locator: _Locator, env: Mapping[str, str]
+) -> list[ConfigIssue]:
+    """Every judge a turn will call, after merging its levels: model, key, package, reference.
+
+    Checked before any agent is called, so a judge block that cannot work is exit 2,
+    not a run of errored metrics.
+    """
+    import importlib.util
+
+    suite = loaded.suite
+    issues: list[ConfigIssue] = []
+    seen: set[tuple[Path_, str]] = set()
+    done: set[tuple[int, int, int]] = set()
+    packages: dict[str, bool] = {}
+
+    def add(where: Path_, message: str) -> None:
+        if (where, message) not in seen:
+            seen.add((where, message))
+            issues.append(locator.issue(where, message))
+
+    for i, case in enumerate(suite.test_cases):
+        case_path: Path_ = ("test_cases", i)
+        for t, turn in enumerate(case.effective_turns()):
+            turn_path: Path_ = case_path if case.is_legacy else (*case_path, "turns", t)
+            if turn.evaluations is not None:
+                level, level_path = turn.evaluations, (*turn_path, "evaluations")
+            elif case.evaluations is not None:
+                level, level_path = case.evaluations, (*case_path, "evaluations")
+            else:
+                level, level_path = suite.evaluations, ("evaluations",)
+            for j, evaluation in enumerate(level):
+                if not isinstance(evaluation, JudgeEvaluation):
+                    continue
+                if evaluation.use_ground_truth is True and turn.ground_truth is None:
+                    add(
+                        (*turn_path, "ground_truth"),
+                        f"the judge '{evaluation.metric_name}' has use_ground_truth: true, but "
+                        "this turn has no ground_truth",
+                    )
+                marker = (id(case.judge), id(turn.judge), id(evaluation))
+                if marker in done:
+                    continue
+                done.add(marker)
+                merged = merge_levels(suite.judge, case.judge, turn.judge, evaluation.judge)
+                try:
+                    judge = resolve(merged, env)
+                except JudgeConfigProblem as exc:
+                    where = (
+                        f" (for {_format_path(turn_path)})"
+                        if level_path[0] == "evaluations"
+                        else ""
+                    )
+                    add((*level_path, j, *exc.field.split(".")), f"{exc}{where}")
+                    continue
+                package = PACKAGES[judge.backend]
+                if package not in packages:
+                    packages[package] = importlib.util.find_spec(package) is not None
+                if not packages[package]:
+                    hint = (
+                        "pip install 'multiturn-eval[openai]'"
+                        if package == "openai"
+                        else "pip install 'anthropic>=2'"
+                    )
+                    add(
+                        (*level_path, j, "judge", "backend"),
+                        f"a {judge.backend} judge needs the package '{package}', which is not "
+                        f"installed; install it with: {hint}",
+                    )
     return issues
 
 

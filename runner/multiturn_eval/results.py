@@ -59,7 +59,7 @@ class MetricResult(_Model):
     """One metric on one turn, or rolled up over a test case's turns."""
 
     metric_name: str
-    kind: Literal["standard", "code"]
+    kind: Literal["standard", "code", "judge"]
     score: float | None = None
     threshold: float | None = None
     passed: bool
@@ -99,6 +99,12 @@ class TurnResult(_Model):
     duration_ms: float = 0.0
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     cost_usd: float | None = None
+    judge_token_usage: TokenUsage | None = omitted_when_none(
+        "Tokens the LLM judges of this turn used (not in token_usage, which is the agent's)."
+    )
+    judge_cost_usd: float | None = omitted_when_none(
+        "What the LLM judges of this turn cost (not in cost_usd); absent when no price is known."
+    )
 
     def failed_checks(self) -> list[str]:
         """Every reason this turn failed, in words, most telling first."""
@@ -180,6 +186,12 @@ class CaseResult(_Model):
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     cost_usd: float | None = None
     metric_results: list[MetricResult] = Field(default_factory=list)
+    judge_token_usage: TokenUsage | None = omitted_when_none(
+        "Tokens the LLM judges of this test case used, all turns (not in token_usage)."
+    )
+    judge_cost_usd: float | None = omitted_when_none(
+        "What the LLM judges of this test case cost (not in cost_usd)."
+    )
     turns: list[TurnResult] | None = None
     """Absent for legacy single-turn test cases, whose one turn is flattened below."""
     # Legacy single-turn test cases: the turn's fields at case level.
@@ -218,6 +230,8 @@ class CaseResult(_Model):
                 duration_ms=self.duration_ms,
                 token_usage=self.token_usage,
                 cost_usd=self.cost_usd,
+                judge_token_usage=self.judge_token_usage,
+                judge_cost_usd=self.judge_cost_usd,
             )
         ]
 
@@ -254,6 +268,12 @@ class Summary(_Model):
     token_usage: TokenUsage
     cost_usd: float | None = None
     metrics: dict[str, MetricSummary] = Field(default_factory=dict)
+    judge_token_usage: TokenUsage | None = omitted_when_none(
+        "Tokens every LLM judge of the run used (not in token_usage, which is the agents')."
+    )
+    judge_cost_usd: float | None = omitted_when_none(
+        "What the LLM judges of the run cost (not in cost_usd)."
+    )
 
 
 class GitHubRun(_Model):
@@ -340,6 +360,12 @@ def sum_costs(costs: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
+def sum_usages(usages: Iterable[TokenUsage | None]) -> TokenUsage | None:
+    """The element-wise sum of the usages given; None when every one is None (no judge ran)."""
+    known = [u for u in usages if u is not None]
+    return TokenUsage.sum(known) if known else None
+
+
 def case_outcome(
     passed: bool, skipped: bool, turns: Sequence[TurnResult], errors: Sequence[str]
 ) -> Outcome:
@@ -401,4 +427,6 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
         token_usage=TokenUsage.sum([c.token_usage for c in results]),
         cost_usd=sum_costs(c.cost_usd for c in results),
         metrics=metrics,
+        judge_token_usage=sum_usages(c.judge_token_usage for c in results),
+        judge_cost_usd=sum_costs(c.judge_cost_usd for c in results),
     )

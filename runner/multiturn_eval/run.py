@@ -461,12 +461,19 @@ class _Pipeline:
         self.guard.ping = ping
         if self.guard.interrupted:  # a signal came before the loop started
             stop()
+        from .grading.judges.service import JUDGES, JudgeService
+
+        # one judge service per run: its de-duplication cache and clients live as long as the run
+        judges = JudgeService(timeout=self.run_settings.turn_timeout)
+        judges_token = JUDGES.set(judges)
         try:
             await run_plan(state, backends, on_result)
         except asyncio.CancelledError:
             if state.stop_reason is None:
                 raise
         finally:
+            JUDGES.reset(judges_token)
+            await judges.aclose()
             self.guard.on_stop = None
             self.guard.ping = None
 
