@@ -51,16 +51,23 @@ class RawReply:
     usage: TokenUsage
 
 
-def _fatal(error: BackendError, what: str, key_hint: str) -> BackendError:
-    if isinstance(error, FatalBackendError):
-        status = error.status_code
-        return FatalBackendError(
-            f"the judge's {what} refused the credentials ({status}): {error}; check {key_hint} "
-            "or judge.api_key",
-            status_code=status,
-            session_alive=False,
-        )
-    return error
+def _fatal(error: BackendError, exc: Exception, what: str, key_hint: str) -> BackendError:
+    """A 401/403 said once, as the judge's (the backends' wording names ``agent.api_key``)."""
+    if not isinstance(error, FatalBackendError):
+        return error
+    status = error.status_code
+    message = getattr(exc, "message", None) or str(exc)
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error")
+        found = (inner if isinstance(inner, dict) else body).get("message")
+        message = str(found or message)
+    return FatalBackendError(
+        f"the judge's {what} refused the credentials ({status}: {message}); check {key_hint} "
+        "or judge.api_key",
+        status_code=status,
+        session_alive=False,
+    )
 
 
 # -------------------------------------------------------------------------- anthropic
@@ -84,7 +91,7 @@ class AnthropicJudgeClient:
     def translate(self, exc: Exception) -> BackendError:
         from ...backends.anthropic import translate
 
-        return _fatal(translate(exc, self.base_url), "Anthropic API", "ANTHROPIC_API_KEY")
+        return _fatal(translate(exc, self.base_url), exc, "Anthropic API", "ANTHROPIC_API_KEY")
 
     async def call(self, request: JudgeRequest, request_timeout: float) -> RawReply:
         params: dict[str, Any] = {
@@ -188,7 +195,9 @@ class OpenAIJudgeClient:
             )
 
     def translate(self, exc: Exception) -> BackendError:
-        return _fatal(translate_openai(exc, self.base_url), "OpenAI API", "OPENAI_API_KEY")
+        return _fatal(
+            translate_openai(exc, self.base_url), exc, "OpenAI-compatible API", "OPENAI_API_KEY"
+        )
 
     async def call(self, request: JudgeRequest, request_timeout: float) -> RawReply:
         response = await self.client.chat.completions.create(
