@@ -186,7 +186,7 @@ def test_unknown_evaluation_type_and_metric(project: Project) -> None:
     )
     assert (
         errors[1]
-        == "suite.yaml:6 evaluations[1].metric: must be 'equality' or 'numeric'; got 'bleu'"
+        == "suite.yaml:6 evaluations[1].metric: must be 'equality', 'numeric', 'contains', 'not_contains', 'regex' or 'json'; got 'bleu'"
     )
 
 

@@ -3,7 +3,7 @@
 The public API (stable; fields may be added, none removed or renamed)::
 
     from multiturn_eval import (
-        CaseContext, GraderContext, GraderResult, PreviousTurn, SessionError,
+        CaseContext, ConversationContext, ConversationTurn, GraderContext, GraderResult, PreviousTurn, SessionError,
         TokenUsage, ToolInvocation, TurnFile, TurnReply,
     )
 
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from .errors import SessionError
     from .types import (
         CaseContext,
+        ConversationContext,
+        ConversationTurn,
         GraderContext,
         GraderResult,
         PreviousTurn,
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CaseContext",
+    "ConversationContext",
+    "ConversationTurn",
     "GraderContext",
     "GraderResult",
     "PreviousTurn",

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import BackendError, FatalBackendError, FatalRunError, SessionError
+from .grading.conversation import conversation_turns, evaluate_conversation
 from .grading.evaluators import evaluate_standard, run_code_grader
 from .grading.matchers import check_tools
 from .results import (
@@ -53,6 +54,7 @@ from .sanitize import checked_reply
 from .suite import CodeEvaluation, JudgeEvaluation, TestCase, Turn
 from .types import (
     CaseContext,
+    ConversationContext,
     GraderContext,
     PreviousTurn,
     TokenUsage,
@@ -64,7 +66,7 @@ from .usercode import error_text, guarded, watch_abandoned
 
 if TYPE_CHECKING:
     from .backends.base import Backend, Session
-    from .grading.judges import JudgeResult
+    from .grading.judges import ConversationJudging, JudgeResult
     from .loader import LoadedSuite
     from .settings import RunSettings
 
@@ -154,12 +156,17 @@ class CaseRunner:
         self.results: list[TurnResult] = []
         self.case_errors: list[str] = []
         self.warnings: list[str] = []
+        self.conversation_metrics: list[MetricResult] = []
+        self._judging: ConversationJudging | None = None
+        """The conversation-level judges' settings and usage (None: the case has none)."""
+        self._started = time.perf_counter()
+        self._skip_reason: str | None = None
         self._abandoned: list[str] = []
 
     # -------------------------------------------------------------------------- run
 
     async def run(self) -> CaseResult:
-        started = time.perf_counter()
+        started = self._started = time.perf_counter()
         with watch_abandoned() as abandoned:
             self._abandoned = abandoned
             try:
@@ -192,11 +199,13 @@ class CaseRunner:
                 self.case_errors.append(f"could not open a session: {why}")
                 self._note_abandoned("")
                 self._skip_rest("the session could not be opened")
+                await self._grade_conversation()
                 return self._finish(started)
             await self._run_turns(session, started)
         finally:
             if session is not None:
                 await self._close(session)
+        await self._grade_conversation()
         return self._finish(started)  # after closing: close()'s warnings belong to the case
 
     def _note_abandoned(self, where: str) -> None:
@@ -318,6 +327,8 @@ class CaseRunner:
         )
 
     def _skip_rest(self, reason: str) -> None:
+        if self._skip_reason is None:
+            self._skip_reason = reason
         for turn_index in range(len(self.results), len(self.turns)):
             turn = self.turns[turn_index]
             self.results.append(
@@ -424,9 +435,83 @@ class CaseRunner:
             ),
         )
 
+    # ----------------------------------------------------------- conversation level
+
+    def conversation_context(self) -> ConversationContext:
+        """The finished conversation as ``conversation_evaluations`` graders see it."""
+        errors = [*self.case_errors]
+        if self._skip_reason is not None and not any(self._skip_reason in e for e in errors):
+            errors.append(self._skip_reason)
+        return ConversationContext(
+            test_case_name=self.loaded.case_name(self.index),
+            case_context=read_only(self.case.context),
+            turns=conversation_turns(self.results, [t.turn_config for t in self.turns]),
+            instructions=effective_instructions(self.loaded, self.case),
+            session_error="; ".join(errors) if errors else None,
+        )
+
+    async def _grade_conversation(self) -> None:
+        """Run the case's conversation-level checks once, after its last turn."""
+        evaluations = [
+            e
+            for e in self.case.conversation_evaluations or []
+            if not (isinstance(e, CodeEvaluation) and not e.enabled)
+        ]
+        if not evaluations:
+            return
+        ctx = self.conversation_context()
+        if any(isinstance(e, JudgeEvaluation) for e in evaluations):
+            from .grading.judges import ConversationJudging
+
+            suite = self.loaded.suite
+            self._judging = ConversationJudging(
+                texts=self.loaded.judge_texts,
+                levels=(suite.judge, self.case.judge),
+                env=self.env,
+                pricing=suite.pricing,
+                suite=self.loaded.display_path,
+                case_index=self.index,
+            )
+        for evaluation in evaluations:
+            try:
+                metric = await evaluate_conversation(
+                    evaluation,
+                    ctx,
+                    graders=self.loaded.graders,
+                    grader_timeout=self.grader_timeout,
+                    judging=self._judging,
+                )
+            except FatalBackendError as exc:  # a judge refused its credentials: stop the run
+                self.conversation_metrics.append(
+                    MetricResult(
+                        metric_name=evaluation.metric_name,
+                        kind=evaluation.type,
+                        passed=False,
+                        error=f"judge: {_error_text(exc)}",
+                        scope="conversation",
+                    )
+                )
+                raise FatalRunError(self._finish(self._started), _error_text(exc)) from exc
+            except (FatalRunError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # a bug while grading: this metric fails, the case goes on
+                metric = MetricResult(
+                    metric_name=evaluation.metric_name,
+                    kind=evaluation.type,
+                    passed=False,
+                    error=f"internal error while grading: {error_text(exc)}",
+                    scope="conversation",
+                )
+            finally:
+                self._note_abandoned(" of the conversation evaluations")
+            self.conversation_metrics.append(metric)
+        if self._judging is not None:
+            self.warnings.extend(self._judging.warnings)
+
     # ---------------------------------------------------------------------- results
 
     def _finish(self, started: float) -> CaseResult:
+        judging = self._judging
         return build_case_result(
             self.loaded,
             self.index,
@@ -434,6 +519,9 @@ class CaseRunner:
             errors=self.case_errors,
             warnings=self.warnings,
             duration_ms=(time.perf_counter() - started) * 1000,
+            conversation_metrics=self.conversation_metrics,
+            conversation_judge_usage=sum_usages(judging.usages) if judging else None,
+            conversation_judge_cost=sum_costs(judging.costs) if judging else None,
         )
 
 
@@ -446,12 +534,34 @@ def build_case_result(
     warnings: Sequence[str] = (),
     duration_ms: float = 0.0,
     skipped: bool = False,
+    conversation_metrics: Sequence[MetricResult] = (),
+    conversation_judge_usage: TokenUsage | None = None,
+    conversation_judge_cost: float | None = None,
 ) -> CaseResult:
-    """Roll turn results up into a test-case result (SPEC 6.4)."""
+    """Roll turn results up into a test-case result (SPEC 6.4).
+
+    The case's ``judge_token_usage`` / ``judge_cost_usd`` are its turns' plus those of
+    its conversation-level judges (``conversation_judge_*``).
+
+    ``conversation_metrics`` (``scope: conversation``) follow the roll-up of the
+    per-turn metrics in ``metric_results``; the case passes only if they pass. A
+    failed conversation check makes the outcome ``failed`` (a failed check
+    outranks an infrastructure error, as for turns).
+    """
     case = loaded.suite.test_cases[index]
     agent = loaded.suite.agent
     turns = list(turns)
-    passed = not skipped and not errors and bool(turns) and all(t.passed for t in turns)
+    conversation = list(conversation_metrics)
+    passed = (
+        not skipped
+        and not errors
+        and bool(turns)
+        and all(t.passed for t in turns)
+        and all(m.passed for m in conversation)
+    )
+    outcome = case_outcome(passed, skipped, turns, errors)
+    if outcome == "error" and any(not m.passed and m.error is None for m in conversation):
+        outcome = "failed"
     common: dict[str, Any] = {
         "index": index,
         "name": loaded.case_name(index),
@@ -463,14 +573,16 @@ def build_case_result(
         "model": agent.model,
         "passed": passed,
         "skipped": skipped,
-        "outcome": case_outcome(passed, skipped, turns, errors),
+        "outcome": outcome,
         "errors": list(errors),
         "duration_ms": duration_ms,
         "token_usage": TokenUsage.sum([t.token_usage for t in turns]),
         "cost_usd": sum_costs(t.cost_usd for t in turns),
-        "judge_token_usage": sum_usages(t.judge_token_usage for t in turns),
-        "judge_cost_usd": sum_costs(t.judge_cost_usd for t in turns),
-        "metric_results": rollup_metrics(turns),
+        "judge_token_usage": sum_usages(
+            [*(t.judge_token_usage for t in turns), conversation_judge_usage]
+        ),
+        "judge_cost_usd": sum_costs([*(t.judge_cost_usd for t in turns), conversation_judge_cost]),
+        "metric_results": [*rollup_metrics(turns), *conversation],
         "warnings": [*warnings, *(w for t in turns for w in t.warnings)],
     }
     if not case.is_legacy:
@@ -478,7 +590,7 @@ def build_case_result(
     turn = turns[0] if turns else None
     if turn is not None and not turn.skipped:
         common["errors"] = [*common["errors"], *turn.errors]
-        common["metric_results"] = turn.metric_results
+        common["metric_results"] = [*turn.metric_results, *conversation]
         if turn.infrastructure_error and common["outcome"] == "failed":
             common["outcome"] = "error"
     return CaseResult(

@@ -48,6 +48,7 @@ from .suite import (
     URL_PATTERN,
     CodeEvaluation,
     Evaluation,
+    JudgeConfig,
     JudgeEvaluation,
     StandardEvaluation,
     Suite,
@@ -204,7 +205,11 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
     if kind == "extra_forbidden":
         hint = ""
         if isinstance(key, str):
-            match = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.75)
+            match = difflib.get_close_matches(key, _known_keys(), n=3, cutoff=0.75)
+            # two swapped letters ('modle') mean the key with the same letters ('model'),
+            # even when a shorter key ('mode') scores higher
+            swapped = [m for m in match if sorted(m) == sorted(key)]
+            match = swapped or match
             hint = f"; did you mean '{match[0]}'?" if match else ""
         return f"unknown key{hint}"
     if kind == "missing":
@@ -568,6 +573,8 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
             )
         names.setdefault(name, i)
         check_evaluations(case.evaluations, (*case_path, "evaluations"))
+        check_evaluations(case.conversation_evaluations, (*case_path, "conversation_evaluations"))
+        issues.extend(_conversation_name_issues(loaded, i, locator))
         for t, turn in enumerate(case.effective_turns()):
             turn_path: Path_ = case_path if case.is_legacy else (*case_path, "turns", t)
             check_evaluations(turn.evaluations, (*turn_path, "evaluations"))
@@ -603,10 +610,12 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
 def _check_judges(
     loaded: LoadedSuite, locator: _Locator, env: Mapping[str, str]
 ) -> list[ConfigIssue]:
-    """Every judge a turn will call, after merging its levels: model, key, package, reference.
+    """Every judge a turn (or a conversation) will call, after merging its levels.
 
-    Checked before any agent is called, so a judge block that cannot work is exit 2,
-    not a run of errored metrics.
+    Checks the model is named, the API key resolves (``${VAR}`` or the backend's
+    environment variable), the backend's package is installed, and that
+    ``use_ground_truth: true`` meets a ground truth. Checked before any agent is
+    called, so a judge block that cannot work is exit 2, not a run of errored metrics.
     """
     import importlib.util
 
@@ -621,8 +630,49 @@ def _check_judges(
             seen.add((where, message))
             issues.append(locator.issue(where, message))
 
+    def check(
+        evaluation: JudgeEvaluation,
+        levels: tuple[JudgeConfig | None, ...],
+        where: Path_,
+        note: str,
+    ) -> None:
+        marker = (*(id(level) for level in levels[1:]), id(evaluation))
+        if marker in done:
+            return
+        done.add(marker)  # type: ignore[arg-type]
+        try:
+            judge = resolve(merge_levels(*levels, evaluation.judge), env)
+        except JudgeConfigProblem as exc:
+            add((*where, *exc.field.split(".")), f"{exc}{note}")
+            return
+        package = PACKAGES[judge.backend]
+        if package not in packages:
+            packages[package] = importlib.util.find_spec(package) is not None
+        if not packages[package]:
+            hint = (
+                "pip install 'multiturn-eval[openai]'"
+                if package == "openai"
+                else "pip install 'anthropic>=2'"
+            )
+            add(
+                (*where, "judge", "backend"),
+                f"a {judge.backend} judge needs the package '{package}', which is not "
+                f"installed; install it with: {hint}",
+            )
+
     for i, case in enumerate(suite.test_cases):
         case_path: Path_ = ("test_cases", i)
+        for j, evaluation in enumerate(case.conversation_evaluations or []):
+            if not isinstance(evaluation, JudgeEvaluation):
+                continue
+            where: Path_ = (*case_path, "conversation_evaluations", j)
+            if evaluation.use_ground_truth:
+                add(
+                    (*where, "use_ground_truth"),
+                    "a conversation judge sees the transcript; use_ground_truth applies to "
+                    "a turn's judges",
+                )
+            check(evaluation, (suite.judge, case.judge, None), where, "")
         for t, turn in enumerate(case.effective_turns()):
             turn_path: Path_ = case_path if case.is_legacy else (*case_path, "turns", t)
             if turn.evaluations is not None:
@@ -640,36 +690,34 @@ def _check_judges(
                         f"the judge '{evaluation.metric_name}' has use_ground_truth: true, but "
                         "this turn has no ground_truth",
                     )
-                marker = (id(case.judge), id(turn.judge), id(evaluation))
-                if marker in done:
-                    continue
-                done.add(marker)
-                merged = merge_levels(suite.judge, case.judge, turn.judge, evaluation.judge)
-                try:
-                    judge = resolve(merged, env)
-                except JudgeConfigProblem as exc:
-                    where = (
-                        f" (for {_format_path(turn_path)})"
-                        if level_path[0] == "evaluations"
-                        else ""
-                    )
-                    add((*level_path, j, *exc.field.split(".")), f"{exc}{where}")
-                    continue
-                package = PACKAGES[judge.backend]
-                if package not in packages:
-                    packages[package] = importlib.util.find_spec(package) is not None
-                if not packages[package]:
-                    hint = (
-                        "pip install 'multiturn-eval[openai]'"
-                        if package == "openai"
-                        else "pip install 'anthropic>=2'"
-                    )
-                    add(
-                        (*level_path, j, "judge", "backend"),
-                        f"a {judge.backend} judge needs the package '{package}', which is not "
-                        f"installed; install it with: {hint}",
-                    )
+                note = f" (for {_format_path(turn_path)})" if level_path[0] == "evaluations" else ""
+                check(evaluation, (suite.judge, case.judge, turn.judge), (*level_path, j), note)
     return issues
+
+
+def _conversation_name_issues(
+    loaded: LoadedSuite, index: int, locator: _Locator
+) -> list[ConfigIssue]:
+    """A conversation-level metric may not share its name with a per-turn metric of its case.
+
+    Both are test-case level ``metric_results`` and the run summary counts metrics by
+    name, so a shared name would merge two different checks.
+    """
+    case = loaded.suite.test_cases[index]
+    if not case.conversation_evaluations:
+        return []
+    per_turn = {
+        e.metric_name for turn in case.effective_turns() for e in loaded.evaluations_for(case, turn)
+    }
+    return [
+        locator.issue(
+            ("test_cases", index, "conversation_evaluations", j, "name"),
+            f"metric name '{e.metric_name}' is also a per-turn metric of this test case; "
+            "give the conversation evaluation a distinct 'name:'",
+        )
+        for j, e in enumerate(case.conversation_evaluations)
+        if e.metric_name in per_turn
+    ]
 
 
 @contextlib.contextmanager

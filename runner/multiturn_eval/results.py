@@ -67,6 +67,11 @@ class MetricResult(_Model):
     """Set when the metric could not be computed (a grader raised): the metric fails."""
     reason: str | None = None
     details: dict[str, Any] | None = None
+    scope: Literal["conversation"] | None = omitted_when_none(
+        "'conversation' for a test case's conversation-level checks (conversation_evaluations, "
+        "conversation_tools), run once on the whole conversation; absent on per-turn metrics "
+        "and on their roll-up."
+    )
 
 
 class ArgMatchDetail(_Model):

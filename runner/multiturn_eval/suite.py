@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
+import unicodedata
 import warnings
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -136,7 +137,7 @@ MAX_REGEX_SIZE = 100_000
 """Items a pattern may stand for once its counted repeats are unrolled."""
 
 
-def compile_regex(pattern: str) -> regex_engine.Pattern[str]:
+def compile_regex(pattern: str, *, ignore_case: bool = False) -> regex_engine.Pattern[str]:
     """A user's pattern compiled for bounded matching; ValueError says why it cannot be.
 
     Counted repeats that nest to more than :data:`MAX_REGEX_SIZE` items (such as
@@ -148,7 +149,7 @@ def compile_regex(pattern: str) -> regex_engine.Pattern[str]:
             warnings.catch_warnings()
         ):  # re's FutureWarnings: _inspect_regex reports the one that matters
             warnings.simplefilter("ignore", FutureWarning)
-            re.compile(pattern)
+            re.compile(pattern, re.IGNORECASE if ignore_case else 0)
     except re.error as exc:
         raise ValueError(f"cannot compile: {exc}") from None
     except RecursionError:
@@ -167,7 +168,8 @@ def compile_regex(pattern: str) -> regex_engine.Pattern[str]:
             "(nested {n} counts multiply); use + or * instead of large counts"
         )
     try:
-        return regex_engine.compile(pattern, flags=regex_engine.V0)
+        flags = regex_engine.V0 | (regex_engine.IGNORECASE if ignore_case else 0)
+        return regex_engine.compile(pattern, flags=flags)
     except Exception as exc:  # regex.error, ValueError, OverflowError, ...
         raise ValueError(f"cannot compile: {exc} (with the regex engine that runs it)") from None
 
@@ -218,6 +220,31 @@ def _inspect_regex(pattern: str) -> tuple[int, str | None]:
         return total
 
     return size(tree), ambiguous
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
+def json_schema_problem(schema: Any) -> tuple[tuple[str | int, ...], str] | None:
+    """(path inside the schema, why) when ``schema`` is not a valid JSON Schema; else None.
+
+    Checked with the meta-schema of the draft the schema names in ``$schema``
+    (default: the latest draft jsonschema knows), by ``check_schema``.
+    """
+    import jsonschema  # a runtime dependency; imported when a suite uses a schema
+
+    if not isinstance(schema, dict | bool):
+        return (), f"a JSON Schema is a mapping (or true/false); got {type(schema).__name__}"
+    try:
+        cls: Any = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        where = tuple(exc.path)
+        return where, f"is not a valid JSON Schema: {exc.message}"
+    except Exception as exc:  # an unknown $schema, a broken $ref...
+        return (), f"is not a valid JSON Schema: {type(exc).__name__}: {exc}"
+    return None
 
 
 def _matcher_tag(value: Any) -> str:
@@ -284,6 +311,32 @@ class ExpectedTool(_Strict):
         description="Arguments one single call must have; unasserted arguments are ignored.",
     )
     count: int = Field(default=1, ge=1, description="At least this many matching calls.")
+    max_count: int | None = Field(
+        default=None,
+        ge=1,
+        description="At most this many matching calls (count: 1, max_count: 1 = exactly once).",
+    )
+    args_mode: Literal["partial", "exact"] | None = Field(
+        default=None,
+        description=(
+            "partial: unasserted arguments are ignored; exact: the call has no other arguments. "
+            "Default: the turn's (or conversation_tools') args_mode, else partial."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _counts(self) -> ExpectedTool:
+        if self.max_count is not None and self.max_count < self.count:
+            raise at_path(
+                ("max_count",),
+                f"is {self.max_count}, below count ({self.count}): no number of calls can "
+                "satisfy both",
+            )
+        return self
+
+
+ToolOrder = Literal["any", "in_order"]
+ArgsMode = Literal["partial", "exact"]
 
 
 def _tool_tag(value: Any) -> str:
@@ -313,11 +366,27 @@ _NUMERIC_FLAGS = (
 )
 
 
+RESPONSE_CHECKS = ("contains", "not_contains", "regex", "json")
+"""Standard metrics that check the reply itself: they run on every turn, ground_truth or not."""
+
+_METRIC_FLAGS: dict[str, tuple[str, ...]] = {
+    "equality": _EQUALITY_FLAGS,
+    "numeric": _NUMERIC_FLAGS,
+    "contains": ("value", "mode", "case_insensitive"),
+    "not_contains": ("value", "mode", "case_insensitive"),
+    "regex": ("pattern", "fullmatch", "case_insensitive"),
+    "json": ("strip_code_fence", "json_schema", "schema_file"),
+}
+_ALL_FLAGS = tuple(dict.fromkeys(f for flags in _METRIC_FLAGS.values() for f in flags))
+_FLAG_KEYS = {"json_schema": "schema"}
+"""Fields whose suite key differs from the field name."""
+
+
 class StandardEvaluation(_Strict):
-    """A built-in evaluator comparing the turn's response with its ``ground_truth``."""
+    """A built-in evaluator: equality/numeric against ``ground_truth``, or a check of the reply."""
 
     type: Literal["standard"]
-    metric: Literal["equality", "numeric"]
+    metric: Literal["equality", "numeric", "contains", "not_contains", "regex", "json"]
     name: str | None = Field(default=None, description="Metric name in reports; default: metric.")
     threshold: float | None = Field(default=None, ge=0, le=1)
     case_insensitive: bool = False
@@ -327,14 +396,108 @@ class StandardEvaluation(_Strict):
     relative_tolerance: float = Field(default=0.0, ge=0)
     accept_percent: bool = False
     accept_thousands_separators: bool = False
+    # response checks (README "Checks")
+    value: ScalarText | list[ScalarText] | None = Field(
+        default=None, description="contains / not_contains: the text, or a list of texts."
+    )
+    mode: Literal["all", "any"] = Field(
+        default="all",
+        description=(
+            "contains: all (every text) or any (at least one); not_contains: all (none may "
+            "appear) or any (at least one must be absent)."
+        ),
+    )
+    pattern: str | None = Field(
+        default=None, description="regex: searched for in the reply (fullmatch: true to anchor)."
+    )
+    fullmatch: bool = Field(default=False, description="regex: the whole reply must match.")
+    strip_code_fence: bool = Field(
+        default=False,
+        description="json: parse the inside of one ```fenced``` block if there is one.",
+    )
+    json_schema: dict[str, Any] | bool | None = Field(
+        default=None, alias="schema", description="json: a JSON Schema the parsed reply must meet."
+    )
+    schema_file: str | None = Field(
+        default=None, description="json: a JSON Schema file, relative to the suite file."
+    )
+    _pattern: regex_engine.Pattern[str] | None = PrivateAttr(default=None)
+    _needles: tuple[regex_engine.Pattern[str], ...] = PrivateAttr(default=())
 
     @model_validator(mode="after")
     def _flags_fit_metric(self) -> StandardEvaluation:
-        foreign = _NUMERIC_FLAGS if self.metric == "equality" else _EQUALITY_FLAGS
-        for flag in foreign:
-            if flag in self.model_fields_set:
-                raise at_path((flag,), f"applies to another metric, not to '{self.metric}'")
+        allowed = _METRIC_FLAGS[self.metric]
+        for flag in _ALL_FLAGS:
+            if flag in self.model_fields_set and flag not in allowed:
+                raise at_path(
+                    (_FLAG_KEYS.get(flag, flag),),
+                    f"applies to another metric, not to '{self.metric}'",
+                )
+        if self.metric in ("contains", "not_contains"):
+            self._check_values()
+        elif self.metric == "regex":
+            if self.pattern is None:
+                raise at_path(
+                    ("pattern",), f"required key missing: metric '{self.metric}' needs a pattern"
+                )
+            try:
+                compile_regex(self.pattern, ignore_case=self.case_insensitive)
+            except ValueError as exc:
+                raise at_path(("pattern",), str(exc)) from None
+        elif self.metric == "json":
+            if self.json_schema is not None and self.schema_file is not None:
+                raise at_path(("schema_file",), "give either 'schema' or 'schema_file'")
+            if self.json_schema is not None:
+                problem = json_schema_problem(self.json_schema)
+                if problem is not None:
+                    raise at_path(("schema", *problem[0]), problem[1])
         return self
+
+    def _check_values(self) -> None:
+        if self.value is None:
+            raise at_path(
+                ("value",),
+                f"required key missing: metric '{self.metric}' needs a value (a text or a list)",
+            )
+        values = self.values
+        if not values:
+            raise at_path(("value",), "is an empty list; give at least one text")
+        for i, text in enumerate(values):
+            if not text:
+                where: tuple[str | int, ...] = (
+                    ("value", i) if isinstance(self.value, list) else ("value",)
+                )
+                raise at_path(where, "is empty; an empty text is found in every reply")
+
+    def model_post_init(self, __context: Any) -> None:
+        if self.metric == "regex" and self.pattern is not None:
+            self._pattern = compile_regex(self.pattern, ignore_case=self.case_insensitive)
+        elif self.metric in ("contains", "not_contains") and self.case_insensitive:
+            flags = regex_engine.V0 | regex_engine.IGNORECASE | regex_engine.FULLCASE
+            self._needles = tuple(
+                regex_engine.compile(regex_engine.escape(_nfc(v)), flags=flags) for v in self.values
+            )
+
+    @property
+    def values(self) -> list[str]:
+        """contains / not_contains: the texts looked for, always as a list."""
+        if self.value is None:
+            return []
+        return list(self.value) if isinstance(self.value, list) else [self.value]
+
+    @property
+    def compiled_pattern(self) -> regex_engine.Pattern[str] | None:
+        """regex: the pattern compiled at load (with case_insensitive applied)."""
+        return self._pattern
+
+    @property
+    def needles(self) -> tuple[regex_engine.Pattern[str], ...]:
+        """contains / not_contains with case_insensitive: one full-case-folding pattern per text."""
+        return self._needles
+
+    @property
+    def is_response_check(self) -> bool:
+        return self.metric in RESPONSE_CHECKS
 
     @property
     def metric_name(self) -> str:
@@ -497,6 +660,9 @@ TURN_KEYS = (
     "files",
     "retrieval_context",
     "judge",
+    "forbidden_tools",
+    "tool_order",
+    "args_mode",
 )
 
 
@@ -516,6 +682,18 @@ class Turn(BaseModel):
     retrieval_context: list[ScalarText] | None = None
     judge: JudgeConfig | None = Field(
         default=None, description="Overrides the judge settings for this turn's judges."
+    )
+    forbidden_tools: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        default=None,
+        description="A call in this turn whose name contains one of these fails the turn.",
+    )
+    tool_order: ToolOrder = Field(
+        default="any",
+        description="in_order: expected_tools must match calls in that order (others may come between).",
+    )
+    args_mode: ArgsMode = Field(
+        default="partial",
+        description="Default args_mode of this turn's expected_tools (partial or exact).",
     )
 
     @model_validator(mode="before")
@@ -546,6 +724,27 @@ class Turn(BaseModel):
 # ------------------------------------------------------------------------- test cases
 
 
+class ConversationTools(_Strict):
+    """Tool assertions over every call of the conversation, in call order (all turns)."""
+
+    expected_tools: list[ExpectedToolItem] | None = Field(
+        default=None, description="Counts (count, max_count) are over the whole conversation."
+    )
+    forbidden_tools: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        default=None, description="No call of the conversation may have a name containing one."
+    )
+    tool_order: ToolOrder = "any"
+    args_mode: ArgsMode = "partial"
+
+    @property
+    def tools(self) -> list[ExpectedTool]:
+        return _normalise_tools(self.expected_tools) or []
+
+
+CONVERSATION_KEYS = ("conversation_evaluations", "conversation_tools")
+"""Test-case keys that check the whole conversation (not allowed on a legacy ``input:`` case)."""
+
+
 class TestCase(_Strict):
     """A conversation: either ``input`` (legacy single turn) or ``turns``."""
 
@@ -563,6 +762,17 @@ class TestCase(_Strict):
     evaluations: list[Evaluation] | None = None
     judge: JudgeConfig | None = Field(
         default=None, description="Overrides the suite's judge settings for this test case."
+    )
+    conversation_evaluations: list[Evaluation] | None = Field(
+        default=None,
+        description=(
+            "Run once after the last turn on the whole conversation (also when the session "
+            "died: graded on the turns that ran). A code grader receives a ConversationContext."
+        ),
+    )
+    conversation_tools: ConversationTools | None = Field(
+        default=None,
+        description="Tool assertions over every call of the conversation (a case-level check).",
     )
     turns: list[Turn] | None = None
     # legacy single-turn shape
@@ -586,7 +796,27 @@ class TestCase(_Strict):
                     )
         elif self.input is None:
             raise at_path(("turns",), "a test case needs 'turns' (or 'input' for a single turn)")
+        else:
+            for key in CONVERSATION_KEYS:
+                if getattr(self, key, None) is not None:
+                    raise at_path(
+                        (key,),
+                        "needs a conversation: write this test case with 'turns:' "
+                        "(a single-turn 'input:' case is checked with 'evaluations:')",
+                    )
         return self
+
+    @field_validator("conversation_evaluations")
+    @classmethod
+    def _check_conversation_names(cls, value: list[Evaluation] | None) -> list[Evaluation] | None:
+        for i, evaluation in enumerate(value or []):
+            if evaluation.type == "standard":
+                raise at_path(
+                    (i, "type"),
+                    "a conversation evaluation is a code grader (type: code) or a judge; "
+                    "'standard' checks belong to a turn's evaluations",
+                )
+        return _unique_metric_names(value)
 
     @field_validator("evaluations")
     @classmethod

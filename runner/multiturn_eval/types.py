@@ -12,10 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
+
+if TYPE_CHECKING:
+    from .results import MetricResult
 
 
 def read_only(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -201,6 +204,57 @@ class GraderContext:
     turn_config: Mapping[str, Any]
     case_context: Mapping[str, Any]
     previous_turns: tuple[PreviousTurn, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConversationTurn:
+    """One turn of a finished conversation, as a conversation-level grader sees it.
+
+    Every turn of the test case is here, in order, including turns that failed
+    (``errors`` says why, ``response`` is None when there was no reply) and
+    turns that were skipped after the session died (``skipped`` True).
+    ``metric_results`` are the turn's own metric results (copies: changing them
+    changes nothing in the report).
+    """
+
+    turn_index: int
+    input: str
+    response: str | None
+    ground_truth: str | None
+    tool_invocations: tuple[ToolInvocation, ...]
+    passed: bool
+    skipped: bool
+    errors: tuple[str, ...]
+    metric_results: tuple[MetricResult, ...]
+    turn_config: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ConversationContext:
+    """What a ``type: code`` grader in ``conversation_evaluations`` receives, once per test case.
+
+    It runs after the last turn, also when the session died or could not be
+    opened: then ``session_error`` says why, and the turns that did not run are
+    in ``turns`` with ``skipped`` True. ``case_context`` is the test case's
+    ``context:`` mapping and ``instructions`` the effective system instructions
+    (both read-only).
+    """
+
+    test_case_name: str
+    case_context: Mapping[str, Any]
+    turns: tuple[ConversationTurn, ...]
+    instructions: str | None = None
+    session_error: str | None = None
+
+    @property
+    def tool_invocations(self) -> tuple[ToolInvocation, ...]:
+        """Every tool call of the conversation, in call order."""
+        return tuple(call for turn in self.turns for call in turn.tool_invocations)
+
+    @property
+    def turns_run(self) -> tuple[ConversationTurn, ...]:
+        """The turns that were sent (not skipped)."""
+        return tuple(turn for turn in self.turns if not turn.skipped)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any
 from ..results import MetricResult
 from ..sanitize import clean_text, json_safe, safe_repr
 from ..suite import CodeEvaluation, StandardEvaluation
-from ..types import GraderContext, GraderResult
+from ..types import ConversationContext, GraderContext, GraderResult
 from ..usercode import THREADS, error_text, guarded
 
 # ---------------------------------------------------------------------------- numbers
@@ -237,7 +237,9 @@ def _is_score(value: Any) -> bool:
     )
 
 
-async def _call_grader(grader: Callable[..., Any], ctx: GraderContext, what: str) -> Any:
+async def _call_grader(
+    grader: Callable[..., Any], ctx: GraderContext | ConversationContext, what: str
+) -> Any:
     """The grader's outcome; a sync grader runs on a daemon thread."""
     if inspect.iscoroutinefunction(grader):
         outcome = await guarded(grader(ctx), "grader", abandon_as=f"async {what}")
@@ -256,10 +258,13 @@ def _is_bool(value: Any) -> bool:
 async def run_code_grader(
     spec: CodeEvaluation,
     grader: Callable[..., Any],
-    ctx: GraderContext,
+    ctx: GraderContext | ConversationContext,
     grader_timeout: float | None = None,
 ) -> MetricResult:
     """Call a grader; whatever it raises, returns or does wrongly fails this metric only.
+
+    ``ctx`` is a GraderContext for a turn's evaluation, a ConversationContext for
+    a test case's ``conversation_evaluations`` (same rules for both).
 
     - An exception is the metric's error (``ExceptionType: message``), and so is
       ``sys.exit()``/``KeyboardInterrupt`` in a grader (``the grader called

@@ -134,6 +134,28 @@ def check_text(check: Check) -> str:
     return check.text if check.kind in ("error", "skipped") else f"{check.label}: {check.text}"
 
 
+CONVERSATION_LABEL = "conversation"
+"""How reports name a test case's conversation-level checks."""
+
+
+def conversation_checks(case: CaseResult) -> list[Check]:
+    """The failed conversation-level checks of a case (``scope: conversation`` metrics)."""
+    return [
+        Check(
+            "metric",
+            f"{CONVERSATION_LABEL} {m.metric_name}",
+            f"error: {m.error}" if m.error else (m.reason or "failed"),
+        )
+        for m in case.metric_results
+        if m.scope == CONVERSATION_LABEL and not m.passed
+    ]
+
+
+def conversation_lines(case: CaseResult) -> list[str]:
+    """``conversation polite: score 0.2 ...`` for every failed conversation-level check."""
+    return [check_text(c) for c in conversation_checks(case)]
+
+
 @dataclass(frozen=True)
 class FirstFailure:
     turn: TurnResult | None
@@ -151,15 +173,20 @@ def first_failure(case: CaseResult) -> FirstFailure | None:
     if case.skipped:
         return FirstFailure(None, case.errors[0] if case.errors else "not run")
     turn = case.first_failing_turn()
+    conversation = conversation_checks(case)
     if turn is not None:
         checks = failed_checks(turn)
         if checks:
             return FirstFailure(
-                turn, f"turn {turn.turn_index + 1}: {check_text(checks[0])}", len(checks) - 1
+                turn,
+                f"turn {turn.turn_index + 1}: {check_text(checks[0])}",
+                len(checks) - 1 + len(conversation),
             )
-        return FirstFailure(turn, f"turn {turn.turn_index + 1}: failed")
+        return FirstFailure(turn, f"turn {turn.turn_index + 1}: failed", len(conversation))
     if case.errors:
-        return FirstFailure(None, case.errors[0])
+        return FirstFailure(None, case.errors[0], len(conversation))
+    if conversation:
+        return FirstFailure(None, check_text(conversation[0]), len(conversation) - 1)
     skipped = [t for t in case.all_turns() if t.skipped and t.errors]
     if skipped:
         return FirstFailure(None, skipped[0].errors[0])

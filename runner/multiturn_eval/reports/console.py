@@ -193,6 +193,8 @@ class Console:
         for error in result.errors:
             if error not in turn_errors:
                 self.write(f"    ✗ {self.clip(error, 300)}")
+        for text in v.conversation_lines(result):
+            self.write(f"    ✗ {self.clip(text, 300)}")
         for turn in turns:
             if not turn.passed and not turn.skipped:
                 for line in self._turn_lines(turn):

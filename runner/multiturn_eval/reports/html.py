@@ -192,6 +192,7 @@ def _case_view(case: CaseResult, index: int, static: bool) -> dict[str, Any]:
         where.append(v.cost(case.cost_usd))
     turn_errors = {e for t in turns for e in t.errors}
     notes = [{"cls": "fail", "text": v.clean(e)} for e in case.errors if e not in turn_errors]
+    notes += [{"cls": "fail", "text": v.clean(text)} for text in v.conversation_lines(case)]
     notes += [
         {"cls": "warn", "text": v.clean(w)}
         for w in case.warnings

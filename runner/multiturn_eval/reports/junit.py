@@ -88,6 +88,8 @@ def _case_text(case: CaseResult) -> str:
             lines.append(f"error: {_field(error)}")
     for turn in turns:
         lines.extend(_turn_text(turn, len(turns)))
+    for text in v.conversation_lines(case):
+        lines.append(f"✗ {_field(text)}")
     for warning in case.warnings:
         lines.append(f"warning: {_field(warning)}")
     return v.xml_clean("\n".join(lines) + "\n")

@@ -160,6 +160,8 @@ class _Block:
     stats: str
     errors: list[str]
     rows: list[_Row]
+    conversation: list[str] = field(default_factory=list)
+    """Failed conversation-level checks (conversation_evaluations, conversation_tools)."""
 
 
 @dataclass
@@ -373,6 +375,10 @@ def _block(case: CaseResult, limits: _Limits) -> _Block:
         # case-level errors (a session that never opened); turn errors are in the table
         errors=[md_text(e, limits.check) for e in case.errors if e not in turn_errors][:3],
         rows=_rows(case, limits),
+        conversation=[
+            f"<b>{md_text(c.label, 60)}</b>: {md_text(c.text, limits.check)}"
+            for c in v.conversation_checks(case)[: limits.checks]
+        ],
     )
 
 

@@ -7,12 +7,19 @@ the verdict schema, :mod:`.evaluate` for the metric.
 
 from __future__ import annotations
 
-from .evaluate import JudgeResult, JudgeTexts, judge_conversation, judge_turn
+from .evaluate import (
+    ConversationJudging,
+    JudgeResult,
+    JudgeTexts,
+    judge_conversation,
+    judge_turn,
+)
 from .prompt import TranscriptTurn
 from .service import JUDGES, JudgeConfigProblem, JudgeService, merge_levels, resolve
 
 __all__ = [
     "JUDGES",
+    "ConversationJudging",
     "JudgeConfigProblem",
     "JudgeResult",
     "JudgeService",

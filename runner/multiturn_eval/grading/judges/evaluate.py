@@ -25,7 +25,7 @@ from typing import Any
 from ...pricing import price_for
 from ...results import MetricResult
 from ...suite import JudgeConfig, JudgeEvaluation, ModelPrice
-from ...types import TokenUsage
+from ...types import ConversationContext, TokenUsage
 from ..recorded import RECORDED_JUDGEMENTS, JudgeKey
 from .clients import JudgeRequest
 from .prompt import TranscriptTurn, packaged_template, render
@@ -229,3 +229,46 @@ async def judge_conversation(
         prompt_args={"transcript": transcript},
         service=service,
     )
+
+
+@dataclass
+class ConversationJudging:
+    """What a test case's conversation-level judges need, and the usage they spent.
+
+    Built once per test case by the case runner; ``levels`` are the suite's and the
+    test case's ``judge:`` blocks (a conversation judge has no turn level).
+    """
+
+    texts: JudgeTexts
+    levels: Sequence[JudgeConfig | None]
+    env: Mapping[str, str]
+    pricing: Mapping[str, ModelPrice] | None
+    suite: str
+    case_index: int
+    usages: list[TokenUsage] = field(default_factory=list)
+    costs: list[float | None] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    async def judge(self, spec: JudgeEvaluation, ctx: ConversationContext) -> MetricResult:
+        transcript = [
+            TranscriptTurn(
+                input=turn.input,
+                response=turn.response,
+                note=(turn.errors[0] if turn.errors else ("skipped" if turn.skipped else None)),
+            )
+            for turn in ctx.turns
+        ]
+        judged = await judge_conversation(
+            spec,
+            texts=self.texts,
+            levels=self.levels,
+            env=self.env,
+            pricing=self.pricing,
+            key=JudgeKey(self.suite, self.case_index, None, spec.metric_name),
+            transcript=transcript,
+        )
+        if judged.usage is not None:
+            self.usages.append(judged.usage)
+            self.costs.append(judged.cost_usd)
+        self.warnings.extend(judged.warnings)
+        return judged.metric
