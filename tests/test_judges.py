@@ -815,3 +815,125 @@ def test_a_judge_named_by_one_turn_only_is_enough_for_that_turn(
     assert judged.run("validate", "suite.yaml").code == 0
     assert judged.run("run", "suite.yaml").code == 0
     assert _models(fake) == [("turn-only", 1024)]
+
+
+# ---------------------------------------------------------------- conversation level
+
+
+def _conversation_suite(top: str = f"judge: {{model: {HAIKU}}}", script: str = "") -> str:
+    script = script or json.dumps(
+        [{"response": "I can help with refunds."}, {"response": "Refunds take 5 days."}]
+    )
+    return textwrap.dedent(
+        f"""\
+        agent: {{backend: python, factory: tests.agents:scripted}}
+        {top}
+        test_cases:
+          - name: support
+            context: {{script: {script}}}
+            conversation_evaluations:
+              - {{type: judge, name: resolved, rubric: The agent resolved the problem politely., scale: 1-5}}
+            turns:
+              - input: I want a refund
+              - input: how long does it take?
+        """
+    )
+
+
+def test_a_conversation_judge_sees_the_whole_transcript(
+    judged: Project, fake: FakeAnthropic
+) -> None:
+    fake.responder = lambda r: verdict(score=5, reason="Resolved.")
+    judged.write("suite.yaml", _conversation_suite())
+    result = judged.run("run", "suite.yaml")
+    assert result.code == 0, result.out + result.err
+    (request,) = fake.messages_requests()
+    transcript = _fenced(prompt_of(request), "the conversation")
+    assert transcript == (
+        "[turn 1] user:\nI want a refund\n\n[turn 1] agent:\nI can help with refunds.\n\n"
+        "[turn 2] user:\nhow long does it take?\n\n[turn 2] agent:\nRefunds take 5 days."
+    )
+    case = result.report["results"][0]
+    (conversation,) = [m for m in case["metric_results"] if m.get("scope") == "conversation"]
+    assert conversation["metric_name"] == "resolved" and conversation["kind"] == "judge"
+    assert conversation["score"] == 1.0 and conversation["reason"].endswith("Resolved.")
+    # its usage is the case's (no turn ran a judge)
+    assert case["judge_token_usage"]["total_tokens"] == 230
+    assert all("judge_token_usage" not in t for t in case["turns"])
+    assert result.report["summary"]["judge_token_usage"]["total_tokens"] == 230
+
+
+def test_a_failing_conversation_judge_fails_the_case(judged: Project, fake: FakeAnthropic) -> None:
+    fake.responder = lambda r: verdict(score=1, reason="The agent never answered.")
+    judged.write("suite.yaml", _conversation_suite())
+    result = judged.run("run", "suite.yaml")
+    assert result.code == 1
+    case = result.report["results"][0]
+    assert case["passed"] is False and all(t["passed"] for t in case["turns"])
+
+
+def test_a_conversation_judge_grades_a_dead_session_on_the_turns_that_ran(
+    judged: Project, fake: FakeAnthropic
+) -> None:
+    fake.responder = lambda r: verdict(score=2, reason="Cut short.")
+    script = json.dumps([{"raise": "dead"}])
+    judged.write("suite.yaml", _conversation_suite(script=script))
+    result = judged.run("run", "suite.yaml")
+    transcript = _fenced(prompt_of(fake.messages_requests()[0]), "the conversation")
+    assert transcript is not None
+    assert "[turn 1] agent: (no reply: the agent process exited)" in transcript
+    assert "[turn 2] agent: (no reply: skipped: session unrecoverable after turn 1" in transcript
+    (conversation,) = [m for m in result.report["results"][0]["metric_results"] if m.get("scope")]
+    assert "graded on the 1 of 2 turns that ran" in conversation["reason"]
+
+
+def test_a_conversation_judge_takes_the_test_case_judge_block(
+    judged: Project, fake: FakeAnthropic
+) -> None:
+    fake.responder = lambda r: verdict(score=5, reason="ok")
+    suite_text = _conversation_suite(top="judge: {model: suite-model}").replace(
+        "    context:", "    judge: {model: case-model}\n    context:"
+    )
+    judged.write("suite.yaml", suite_text)
+    assert judged.run("run", "suite.yaml").code == 0
+    assert _models(fake) == [("case-model", 1024)]
+
+
+def test_a_conversation_judge_401_stops_the_run(judged: Project, fake: FakeAnthropic) -> None:
+    judged.env["ANTHROPIC_API_KEY"] = "sk-ant-revoked-judge-key-111"
+    judged.write("suite.yaml", _conversation_suite())
+    result = judged.run("run", "suite.yaml")
+    assert result.code == 3
+    assert (
+        "the judge's Anthropic API refused the credentials" in result.report["run"]["stop_reason"]
+    )
+
+
+def test_a_recorded_conversation_verdict_is_looked_up_with_no_turn(
+    judged: Project, fake: FakeAnthropic
+) -> None:
+    judged.write("suite.yaml", _conversation_suite())
+    recorded = _Recorded(
+        {
+            JudgeKey("suite.yaml", 0, None, "resolved"): MetricResult(
+                metric_name="resolved", kind="judge", score=1.0, passed=True, reason="recorded"
+            )
+        }
+    )
+    token = RECORDED_JUDGEMENTS.set(recorded)
+    try:
+        outcome = run_suites(
+            ["suite.yaml"], RunOptions(report_dir="out", formats=("json",)), judged.env
+        )
+    finally:
+        RECORDED_JUDGEMENTS.reset(token)
+    assert fake.messages_requests() == []
+    assert outcome.exit_code == 0
+    assert outcome.report.results[0].judge_token_usage is None
+
+
+def test_validate_checks_conversation_judges(judged: Project) -> None:
+    judged.write("suite.yaml", _conversation_suite(top=""))
+    result = judged.run("validate", "suite.yaml")
+    assert result.code == 2
+    assert "conversation_evaluations[0].judge.model: no judge model" in result.err
