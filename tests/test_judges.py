@@ -101,10 +101,10 @@ def prompt_of(request: Request) -> str:
 @pytest.mark.parametrize(
     ("scale", "extra", "reply", "passed", "score", "threshold", "head"),
     [
-        ("pass_fail", "", {"verdict": "pass"}, True, 1.0, None, "judge verdict pass"),
-        ("pass_fail", "", {"verdict": "fail"}, False, 0.0, None, "judge verdict fail"),
-        ("0-1", "", {"score": 0.7}, True, 0.7, 0.5, "judge score 0.7 of 0-1 (threshold 0.5)"),
-        ("0-1", "", {"score": 0.3}, False, 0.3, 0.5, "judge score 0.3 of 0-1 (threshold 0.5)"),
+        ("pass_fail", "", {"verdict": "pass"}, True, 1.0, None, "verdict pass"),
+        ("pass_fail", "", {"verdict": "fail"}, False, 0.0, None, "verdict fail"),
+        ("0-1", "", {"score": 0.7}, True, 0.7, 0.5, "score 0.7 of 0-1 (threshold 0.5)"),
+        ("0-1", "", {"score": 0.3}, False, 0.3, 0.5, "score 0.3 of 0-1 (threshold 0.5)"),
         (
             "0-1",
             ", threshold: 0.8",
@@ -112,14 +112,14 @@ def prompt_of(request: Request) -> str:
             False,
             0.7,
             0.8,
-            "judge score 0.7 of 0-1 (threshold 0.8)",
+            "score 0.7 of 0-1 (threshold 0.8)",
         ),
-        ("0-1", "", {"score": 0}, False, 0.0, 0.5, "judge score 0 of 0-1"),
-        ("1-5", "", {"score": 4}, True, 0.75, 0.5, "judge score 4/5 (threshold 3)"),
-        ("1-5", "", {"score": 3}, True, 0.5, 0.5, "judge score 3/5 (threshold 3)"),
-        ("1-5", "", {"score": 2}, False, 0.25, 0.5, "judge score 2/5 (threshold 3)"),
-        ("1-5", ", threshold: 5", {"score": 4}, False, 0.75, 1.0, "judge score 4/5 (threshold 5)"),
-        ("1-5", "", {"score": 5.0}, True, 1.0, 0.5, "judge score 5/5"),
+        ("0-1", "", {"score": 0}, False, 0.0, 0.5, "score 0 of 0-1"),
+        ("1-5", "", {"score": 4}, True, 0.75, 0.5, "score 4/5 (threshold 3)"),
+        ("1-5", "", {"score": 3}, True, 0.5, 0.5, "score 3/5 (threshold 3)"),
+        ("1-5", "", {"score": 2}, False, 0.25, 0.5, "score 2/5 (threshold 3)"),
+        ("1-5", ", threshold: 5", {"score": 4}, False, 0.75, 1.0, "score 4/5 (threshold 5)"),
+        ("1-5", "", {"score": 5.0}, True, 1.0, 0.5, "score 5/5"),
     ],
 )
 def test_each_scale_gives_a_verdict_score_and_reason(
@@ -656,7 +656,7 @@ def test_a_recorded_verdict_is_used_without_calling_the_judge(
     first, second = outcome.report.results
     assert first.all_turns()[0].metric_results[0].reason == "recorded: rude"
     assert first.judge_token_usage is None  # no call, no judge usage
-    assert second.all_turns()[0].metric_results[0].reason == "judge verdict pass: called"
+    assert second.all_turns()[0].metric_results[0].reason == "verdict pass: called"
     assert len(fake.messages_requests()) == 1  # only the case without a recorded verdict
 
 
@@ -937,3 +937,42 @@ def test_validate_checks_conversation_judges(judged: Project) -> None:
     result = judged.run("validate", "suite.yaml")
     assert result.code == 2
     assert "conversation_evaluations[0].judge.model: no judge model" in result.err
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def test_every_report_shows_the_judges_reason_and_usage(
+    judged: Project, fake: FakeAnthropic
+) -> None:
+    fake.responder = lambda r: verdict(
+        Usage(1000, 100), score=2, reason="The reply never mentions the refund policy."
+    )
+    judged.write(
+        "suite.yaml",
+        suite("{type: judge, name: refund_policy, rubric: Mentions refunds., scale: 1-5}"),
+    )
+    result = judged.run("run", "suite.yaml", formats=("json", "markdown", "junit", "html"))
+    assert result.code == 1
+    reason = "refund_policy: score 2/5 (threshold 3): The reply never mentions the refund policy."
+    out = result.report_dir
+    markdown = (out / "summary.md").read_text()
+    junit = (out / "junit.xml").read_text()
+    html = (out / "report.html").read_text()
+    assert reason in junit and reason in html
+    # Markdown escapes the name's underscore and bolds it
+    assert "<b>refund&#95;policy</b>: score 2/5 (threshold 3): The reply never mentions" in markdown
+    # the judges' usage has its own row, apart from the agent's tokens and cost
+    assert "| LLM judges (not in the totals above) |  |  | 1,100 | $0.0015 |  |" in markdown
+    assert "LLM judges (not in the totals above)" in html and "1,100 judge tokens" in html
+    assert "1,100 judge tokens, est. $0.0015" in result.out  # the console's last line
+
+
+def test_a_passing_judges_reason_is_in_the_html_report(
+    judged: Project, fake: FakeAnthropic
+) -> None:
+    fake.responder = lambda r: verdict(verdict="pass", reason="Warm and brief.")
+    judged.write("suite.yaml", suite())
+    result = judged.run("run", "suite.yaml", formats=("json", "html"))
+    assert result.code == 0
+    assert "judge: verdict pass: Warm and brief." in (result.report_dir / "report.html").read_text()

@@ -245,7 +245,7 @@ def _totals(report: Report) -> _Totals:
     cached = usage.cache_read_tokens + usage.cache_creation_tokens
     if cached:
         tokens += f" ({cached:,} cached)"
-    return _Totals(
+    totals = _Totals(
         cases=f"{s.total:,}: " + ", ".join(cases),
         turns=f"{s.turns.total:,}: " + ", ".join(turns),
         pass_rate=v.rate(s.pass_rate),
@@ -253,6 +253,18 @@ def _totals(report: Report) -> _Totals:
         cost=v.cost(s.cost_usd),
         duration=v.duration(report.run.duration_ms),
     )
+    if s.judge_token_usage is not None:  # the LLM judges' own row: not in the agent's totals
+        totals.extra_rows.append(
+            _Totals(
+                cases="LLM judges (not in the totals above)",
+                turns="",
+                pass_rate="",
+                tokens=f"{s.judge_token_usage.total_tokens:,}",
+                cost=v.cost(s.judge_cost_usd),
+                duration="",
+            )
+        )
+    return totals
 
 
 def _suite_rows(report: Report) -> list[_SuiteRow]:
@@ -363,6 +375,9 @@ def _block(case: CaseResult, limits: _Limits) -> _Block:
     stats = f"{passed} of {v.plural(len(turns), 'turn')} passed · {v.duration(case.duration_ms)}"
     if case.token_usage.total_tokens:
         stats += f" · {case.token_usage.total_tokens:,} tokens"
+    judged = v.judge_usage(case.judge_token_usage, case.judge_cost_usd)
+    if judged:
+        stats += f" · {judged}"
     reason = first.reason if first is not None else "failed"
     more = f" <i>(+{first.more} more)</i>" if first is not None and first.more else ""
     turn_errors = {e for t in turns for e in t.errors}

@@ -157,13 +157,13 @@ async def _judge(
     if spec.scale == "pass_fail":
         details["verdict"] = verdict.raw
         passed = verdict.raw == "pass"
-        head = f"judge verdict {verdict.raw}"
+        head = f"verdict {verdict.raw}"
     else:
         assert isinstance(verdict.raw, float) and threshold is not None
         details["score"] = verdict.raw
         passed = verdict.raw >= threshold
         of = "/5" if spec.scale == "1-5" else " of 0-1"
-        head = f"judge score {_shown(verdict.raw)}{of} (threshold {_shown(threshold)})"
+        head = f"score {_shown(verdict.raw)}{of} (threshold {_shown(threshold)})"
     details["scale"] = spec.scale
     metric = MetricResult(
         metric_name=spec.metric_name,
