@@ -80,6 +80,8 @@ class LoadedSuite:
     warnings: list[str] = field(default_factory=list)
     judge_texts: JudgeTexts = field(default_factory=lambda: JudgeTexts({}))
     """The judges' ``rubric_file`` / ``prompt_file`` texts, read at load (as written -> text)."""
+    judge_backends: set[str] = field(default_factory=set)
+    """The judge backends the suite's judges use (their SDKs are imported before the run)."""
 
     @property
     def name(self) -> str:
@@ -645,6 +647,7 @@ def _check_judges(
         except JudgeConfigProblem as exc:
             add((*where, *exc.field.split(".")), f"{exc}{note}")
             return
+        loaded.judge_backends.add(judge.backend)
         package = PACKAGES[judge.backend]
         if package not in packages:
             packages[package] = importlib.util.find_spec(package) is not None

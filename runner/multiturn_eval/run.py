@@ -357,6 +357,11 @@ class _Pipeline:
         from .backends.base import create_backend
 
         backends = [create_backend(p.loaded, p.settings) for p in plan]  # missing SDK: exit 2
+        judge_backends = {name for p in plan for name in p.loaded.judge_backends}
+        if judge_backends:  # the judges' SDKs load now, not during the first judged turn
+            from .grading.judges.clients import preload
+
+            preload(judge_backends)
         secrets: set[str] = set()
         for planned, backend in zip(plan, backends, strict=True):
             secrets |= planned.loaded.secrets

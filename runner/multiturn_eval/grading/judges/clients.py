@@ -77,7 +77,7 @@ class AnthropicJudgeClient:
     def __init__(self, request: JudgeRequest, timeout: float) -> None:
         import anthropic
 
-        from ...backends.anthropic import checked_http_client
+        from ...backends.wire import response_hook
 
         self.base_url = (request.base_url or DEFAULT_ANTHROPIC_URL).rstrip("/")
         self.client = anthropic.AsyncAnthropic(
@@ -85,7 +85,10 @@ class AnthropicJudgeClient:
             base_url=self.base_url,
             max_retries=0,
             timeout=timeout,
-            http_client=checked_http_client(),
+            # caps the body's size and reads it; its shape is checked in call()
+            http_client=anthropic.DefaultAsyncHttpxClient(
+                event_hooks={"response": [response_hook(None)]}
+            ),
         )
 
     def translate(self, exc: Exception) -> BackendError:
@@ -94,6 +97,9 @@ class AnthropicJudgeClient:
         return _fatal(translate(exc, self.base_url), exc, "Anthropic API", "ANTHROPIC_API_KEY")
 
     async def call(self, request: JudgeRequest, request_timeout: float) -> RawReply:
+        from ...backends.anthropic import message_problem
+        from ...backends.wire import ReplyProblem, load_json
+
         params: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
@@ -110,32 +116,40 @@ class AnthropicJudgeClient:
             # anthropic>=1 has no temperature keyword; the API takes it (see backends/anthropic)
             "extra_body": {"temperature": request.temperature},
         }
-        response = await self.client.messages.create(**params, timeout=request_timeout)
-        usage = response.usage
+        # The raw reply, read once: the hook caps its size; the JSON is parsed here once and
+        # checked with the backend's message_problem (no SDK model is built: judge calls are
+        # many, and this halves their client-side CPU).
+        raw = await self.client.messages.with_raw_response.create(**params, timeout=request_timeout)
+        body = raw.http_response.content
+        data = load_json(body)
+        problem = message_problem(data)
+        if problem is not None:
+            raise ReplyProblem(problem, body)
+        usage = data["usage"]
         tokens = TokenUsage(
-            prompt_tokens=usage.input_tokens or 0,
-            completion_tokens=usage.output_tokens or 0,
-            cache_creation_tokens=usage.cache_creation_input_tokens or 0,
-            cache_read_tokens=usage.cache_read_input_tokens or 0,
+            prompt_tokens=usage["input_tokens"],
+            completion_tokens=usage["output_tokens"],
+            cache_creation_tokens=usage.get("cache_creation_input_tokens") or 0,
+            cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
         )
-        text = "".join(b.text for b in response.content if b.type == "text")
-        if response.stop_reason == "refusal":
+        content = data["content"]
+        text = "".join(b["text"] for b in content if b["type"] == "text")
+        stop = data.get("stop_reason")
+        if stop == "refusal":
             return RawReply(
                 None, f"the judge refused (stop_reason: refusal): {excerpt(text)}", tokens
             )
-        uses = [b for b in response.content if b.type == "tool_use" and b.name == TOOL_NAME]
+        calls = [b for b in content if b["type"] == "tool_use"]
+        uses = [b for b in calls if b["name"] == TOOL_NAME]
         if not uses:
-            others = [b.name for b in response.content if b.type == "tool_use"]
-            what = f"called {others[0]!r} instead" if others else "replied with text only"
-            cut = (
-                " (cut off: stop_reason max_tokens)" if response.stop_reason == "max_tokens" else ""
-            )
+            what = f"called {calls[0]['name']!r} instead" if calls else "replied with text only"
+            cut = " (cut off: stop_reason max_tokens)" if stop == "max_tokens" else ""
             return RawReply(
                 None, f"the judge did not call {TOOL_NAME}: it {what}{cut}: {excerpt(text)}", tokens
             )
         if len(uses) > 1:
             return RawReply(None, f"the judge called {TOOL_NAME} {len(uses)} times", tokens)
-        return RawReply(uses[0].input, None, tokens)
+        return RawReply(uses[0]["input"], None, tokens)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -261,6 +275,14 @@ class OpenAIJudgeClient:
 
 
 JudgeClient = AnthropicJudgeClient | OpenAIJudgeClient
+
+
+def preload(backends: set[str]) -> None:
+    """Import the SDKs of these judge backends (before the run, so no turn pays for it)."""
+    if "anthropic" in backends:
+        from ...backends import anthropic  # noqa: F401  (the SDK and its error mapping)
+    if "openai" in backends:
+        import openai  # noqa: F401
 
 
 def make_client(request: JudgeRequest, timeout: float) -> JudgeClient:
