@@ -292,6 +292,15 @@ def test_disabled_conversation_graders_do_not_run(project: Project) -> None:
             },
             "conversation_evaluations[0].name: metric name 'record' is also a per-turn metric",
         ),
+        (
+            {
+                "turns": [{"input": "a"}],
+                "conversation_tools": {"forbidden_tools": ["x"]},
+                "conversation_evaluations": [{**grader("record"), "name": "conversation_tools"}],
+            },
+            "conversation_evaluations[0].name: metric name 'conversation_tools' is also a "
+            "per-turn metric (or conversation_tools)",
+        ),
     ],
 )
 def test_bad_conversation_evaluations_are_located_config_errors(
@@ -300,3 +309,21 @@ def test_bad_conversation_evaluations_are_located_config_errors(
     result = run(project, suite(case))
     assert result.code == 2
     assert message in result.err, result.err
+
+
+def test_the_github_annotation_of_a_case_failing_only_a_conversation_check(
+    project: Project,
+) -> None:
+    from multiturn_eval.github.annotations import rank_annotations
+    from multiturn_eval.results import Report
+
+    case = {
+        "name": "rude",
+        "context": {"script": [{"response": "that is a stupid question"}]},
+        "turns": [{"input": "a"}],
+        "conversation_evaluations": [grader("polite")],
+    }
+    result = run(project, suite(case))
+    report = Report.model_validate(result.report)
+    (annotation,) = rank_annotations(report, lambda path: path).annotations
+    assert annotation.message == "Test case failed: conversation polite: rude on turn(s) [1]"

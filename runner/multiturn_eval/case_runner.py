@@ -39,7 +39,9 @@ from typing import TYPE_CHECKING, Any
 from .errors import BackendError, FatalBackendError, FatalRunError, SessionError
 from .grading.conversation import conversation_turns, evaluate_conversation
 from .grading.evaluators import evaluate_standard, run_code_grader
-from .grading.matchers import check_tools
+from .grading.matchers import RegexBudget
+from .grading.response_checks import evaluate_response_check, no_reply
+from .grading.tool_assertions import check_conversation_tools, check_turn_tools
 from .results import (
     CaseResult,
     MetricResult,
@@ -51,7 +53,7 @@ from .results import (
     turn_passed,
 )
 from .sanitize import checked_reply
-from .suite import CodeEvaluation, JudgeEvaluation, TestCase, Turn
+from .suite import CodeEvaluation, JudgeEvaluation, StandardEvaluation, TestCase, Turn
 from .types import (
     CaseContext,
     ConversationContext,
@@ -314,6 +316,12 @@ class CaseRunner:
             self.results.append(result)
 
     def _record_error(self, turn_index: int, turn: Turn, error: str, t0: float) -> None:
+        # a response check on a turn without a reply fails, saying so (never skipped silently)
+        checks = [
+            no_reply(e, error)
+            for e in self.loaded.evaluations_for(self.case, turn)
+            if isinstance(e, StandardEvaluation) and e.is_response_check
+        ]
         self.results.append(
             unanswered_turn(
                 self.loaded,
@@ -323,6 +331,7 @@ class CaseRunner:
                 errors=[error],
                 infrastructure_error=True,
                 duration_ms=(time.perf_counter() - t0) * 1000,
+                **({"metric_results": checks} if checks else {}),
             )
         )
 
@@ -348,7 +357,8 @@ class CaseRunner:
         self, turn_index: int, turn: Turn, reply: TurnReply, duration_ms: float
     ) -> TurnResult:
         calls = list(reply.tool_invocations)
-        tools_matched, details = check_tools(turn.tools, calls)
+        budget = RegexBudget()  # one for the turn: its tool assertions and its regex checks
+        tools_matched, details = check_turn_tools(turn, calls, budget)
         metrics: list[MetricResult] = []
         grader_ctx: GraderContext | None = None
         judge_usages: list[TokenUsage] = []
@@ -368,6 +378,15 @@ class CaseRunner:
                 grader = self.loaded.graders[evaluation.grader]
                 metrics.append(
                     await run_code_grader(evaluation, grader, grader_ctx, self.grader_timeout)
+                )
+            elif evaluation.is_response_check:
+                metrics.append(
+                    evaluate_response_check(
+                        evaluation,
+                        reply.response,
+                        budget=budget,
+                        validator=self.loaded.schema_validator(evaluation),
+                    )
                 )
             elif turn.ground_truth is not None:
                 metrics.append(evaluate_standard(evaluation, reply.response, turn.ground_truth))
@@ -457,9 +476,13 @@ class CaseRunner:
             for e in self.case.conversation_evaluations or []
             if not (isinstance(e, CodeEvaluation) and not e.enabled)
         ]
-        if not evaluations:
+        if not evaluations and self.case.conversation_tools is None:
             return
         ctx = self.conversation_context()
+        if self.case.conversation_tools is not None:
+            self.conversation_metrics.append(
+                check_conversation_tools(self.case.conversation_tools, ctx)
+            )
         if any(isinstance(e, JudgeEvaluation) for e in evaluations):
             from .grading.judges import ConversationJudging
 

@@ -24,6 +24,7 @@ import difflib
 import errno
 import functools
 import gc
+import json
 import os
 import re
 import stat
@@ -82,6 +83,25 @@ class LoadedSuite:
     """The judges' ``rubric_file`` / ``prompt_file`` texts, read at load (as written -> text)."""
     judge_backends: set[str] = field(default_factory=set)
     """The judge backends the suite's judges use (their SDKs are imported before the run)."""
+    json_schemas: dict[str, Any] = field(default_factory=dict)
+    """``schema_file`` (as written) -> the JSON Schema read from it at load"""
+    _validators: dict[int, Any] = field(default_factory=dict, repr=False)
+
+    def schema_validator(self, evaluation: StandardEvaluation) -> Any | None:
+        """The jsonschema validator of a ``metric: json`` evaluation (None: no schema)."""
+        schema = (
+            self.json_schemas.get(evaluation.schema_file)
+            if evaluation.schema_file is not None
+            else evaluation.json_schema
+        )
+        if schema is None:
+            return None
+        key = id(evaluation)
+        if key not in self._validators:
+            from .grading.response_checks import schema_validator
+
+            self._validators[key] = schema_validator(schema)
+        return self._validators[key]
 
     @property
     def name(self) -> str:
@@ -557,6 +577,14 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
                     read_judge_file(evaluation.rubric_file, (*path, j, "rubric_file"), False)
                 if evaluation.prompt_file is not None:
                     read_judge_file(evaluation.prompt_file, (*path, j, "prompt_file"), True)
+            if (
+                isinstance(evaluation, StandardEvaluation)
+                and evaluation.schema_file is not None
+                and evaluation.schema_file not in loaded.json_schemas
+            ):
+                problem = _read_schema(loaded, evaluation.schema_file)
+                if isinstance(problem, str):
+                    issues.append(locator.issue((*path, j, "schema_file"), problem))
             if isinstance(evaluation, CodeEvaluation) and evaluation.grader not in loaded.graders:
                 try:
                     loaded.graders[evaluation.grader] = resolve_callable(evaluation.grader)
@@ -698,6 +726,28 @@ def _check_judges(
     return issues
 
 
+def _read_schema(loaded: LoadedSuite, name: str) -> str | None:
+    """Read and check a ``schema_file`` into ``loaded.json_schemas``; the problem, if any."""
+    from .suite import json_schema_problem
+
+    target = loaded.base_dir / name
+    try:
+        text = read_text(target)
+    except ValueError as exc:
+        return f"{exc}: {target}"
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}: {target}"
+    problem = json_schema_problem(schema)
+    if problem is not None:
+        where, why = problem
+        inside = f" at {_format_path(where)}" if where else ""
+        return f"{why}{inside}: {target}"
+    loaded.json_schemas[name] = schema
+    return None
+
+
 def _conversation_name_issues(
     loaded: LoadedSuite, index: int, locator: _Locator
 ) -> list[ConfigIssue]:
@@ -712,10 +762,13 @@ def _conversation_name_issues(
     per_turn = {
         e.metric_name for turn in case.effective_turns() for e in loaded.evaluations_for(case, turn)
     }
+    if case.conversation_tools is not None:
+        per_turn.add("conversation_tools")  # the metric name of conversation_tools
     return [
         locator.issue(
             ("test_cases", index, "conversation_evaluations", j, "name"),
-            f"metric name '{e.metric_name}' is also a per-turn metric of this test case; "
+            f"metric name '{e.metric_name}' is also a per-turn metric (or conversation_tools) "
+            "of this test case; "
             "give the conversation evaluation a distinct 'name:'",
         )
         for j, e in enumerate(case.conversation_evaluations)

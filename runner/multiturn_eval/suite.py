@@ -16,6 +16,7 @@ exact key (``test_cases[3].ground_truth``) rather than at its parent.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import re
@@ -471,7 +472,9 @@ class StandardEvaluation(_Strict):
 
     def model_post_init(self, __context: Any) -> None:
         if self.metric == "regex" and self.pattern is not None:
-            self._pattern = compile_regex(self.pattern, ignore_case=self.case_insensitive)
+            # runs before _flags_fit_metric, which reports a pattern that cannot compile
+            with contextlib.suppress(ValueError):
+                self._pattern = compile_regex(self.pattern, ignore_case=self.case_insensitive)
         elif self.metric in ("contains", "not_contains") and self.case_insensitive:
             flags = regex_engine.V0 | regex_engine.IGNORECASE | regex_engine.FULLCASE
             self._needles = tuple(

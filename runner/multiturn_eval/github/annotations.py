@@ -58,7 +58,13 @@ def turn_annotation(case: CaseResult, turn: TurnResult, file: str | None) -> Ann
 
 
 def case_annotation(case: CaseResult, file: str | None) -> Annotation:
-    reason = clean(case.errors[0], 500) if case.errors else "failed"
+    # a case whose turns all passed may fail on a conversation-level check
+    conversation = [
+        f"conversation {m.metric_name}: {m.error or m.reason or 'failed'}"
+        for m in case.metric_results
+        if m.scope == "conversation" and not m.passed
+    ]
+    reason = clean((case.errors or conversation or ["failed"])[0], 500)
     return Annotation(
         level="error",
         title=f"{case.suite_name} › {case.name}",

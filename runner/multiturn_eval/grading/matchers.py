@@ -249,11 +249,16 @@ def check_tool(
 
 
 def check_tools(
-    expected: Sequence[ExpectedTool], calls: Sequence[ToolInvocation]
+    expected: Sequence[ExpectedTool],
+    calls: Sequence[ToolInvocation],
+    budget: RegexBudget | None = None,
 ) -> tuple[bool | None, list[ArgMatchDetail]]:
-    """(tools_matched, details); tools_matched is None when nothing is expected."""
+    """(tools_matched, details); tools_matched is None when nothing is expected.
+
+    ``budget``: the turn's regex budget (default: a fresh one for this call).
+    """
     if not expected:
         return None, []
-    budget = RegexBudget()  # one for the whole turn
+    budget = budget or RegexBudget()  # one for the whole turn
     details = [check_tool(e, calls, budget) for e in expected]
     return all(d.reason is None for d in details), details

@@ -1,0 +1,132 @@
+"""examples/support: green offline as the README says, and its checks catch a bot that breaks policy.
+
+Runs the real CLI (``multiturn_eval.cli.main``) on the example suite with the
+``python`` backend; then on copies of the suite whose agent is told to break the
+shop's policy (``options: {careless: true}`` / ``{fibs: true}``), to prove the
+response checks, forbidden/ordered tools, conversation_tools and the
+conversation-level graders fail when they should.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from multiturn_eval import cli
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE = REPO / "examples" / "support" / "suite.yaml"
+
+
+def run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suite: Path
+) -> tuple[int, dict[str, Any], str]:
+    out = tmp_path / "out"
+    capsys.readouterr()
+    code = cli.main(["run", str(suite), "-o", str(out), "--format", "json,junit,markdown"], env={})
+    text = capsys.readouterr().out
+    return code, json.loads((out / "report.json").read_text()), text
+
+
+@pytest.fixture
+def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+
+
+def with_options(tmp_path: Path, options: str) -> Path:
+    text = SUITE.read_text().replace(
+        "  factory: examples.support.agent:factory\n",
+        f"  factory: examples.support.agent:factory\n  options: {options}\n",
+    )
+    text = text.replace("schema_file: schemas/", f"schema_file: {SUITE.parent / 'schemas'}/")
+    target = tmp_path / "suite.yaml"
+    target.write_text(text)
+    return target
+
+
+def failures(report: dict[str, Any]) -> dict[str, list[str]]:
+    """Case name -> every failed check, in words (turn checks and conversation checks)."""
+    out: dict[str, list[str]] = {}
+    for case in report["results"]:
+        reasons = []
+        for turn in case["turns"]:
+            reasons += [d["reason"] for d in turn["arg_match_details"] if d["reason"]]
+            reasons += [
+                f"{m['metric_name']}: {m['reason']}"
+                for m in turn["metric_results"]
+                if not m["passed"]
+            ]
+        reasons += [
+            f"conversation {m['metric_name']}: {m['reason']}"
+            for m in case["metric_results"]
+            if m.get("scope") == "conversation" and not m["passed"]
+        ]
+        if reasons:
+            out[case["name"]] = reasons
+    return out
+
+
+def test_the_example_passes_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], in_repo: None
+) -> None:
+    code, report, out = run(tmp_path, capsys, Path("examples/support/suite.yaml"))
+    assert code == 0, out
+    summary = report["summary"]
+    assert (summary["total"], summary["passed"]) == (6, 6)
+    assert summary["turns"] == {"total": 12, "passed": 12, "failed": 0, "skipped": 0}
+    # it uses what the README says it uses
+    metrics = set(summary["metrics"])
+    assert {"conversation_tools", "polite_throughout", "no_unbacked_refund_promise"} <= metrics
+    assert {"order_json", "reference", "asks_to_verify", "no_rudeness"} <= metrics
+
+
+def test_a_careless_bot_fails_the_checks_that_guard_the_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], in_repo: None
+) -> None:
+    code, report, _ = run(tmp_path, capsys, with_options(tmp_path, "{careless: true}"))
+    assert code == 1
+    failed = failures(report)
+    assert set(failed) == {
+        "refund after verification",
+        "wrong card digits",
+        "account deletion goes to the privacy team",
+        "stays polite with an angry customer",
+    }
+    refund = failed["refund after verification"]
+    assert (
+        "issue_refund: forbidden, but called in this turn 1 time: call #2 "
+        "issue_refund(order_id='A1001', amount=59.9)"
+    ) in refund
+    assert any(
+        r.startswith("no_early_promise: expected the reply not to contain 'issued a refund'")
+        for r in refund
+    )
+    assert "lookup_order: not called in this turn (tools called: verify_identity)" in refund
+    deletion = failed["account deletion goes to the privacy team"]
+    assert (
+        "conversation conversation_tools: delete_account: forbidden, but called in the "
+        "conversation 1 time: call #2 (turn 2) delete_account(customer_id='C100')"
+    ) in deletion
+    assert "create_ticket: not called in this turn (tools called: delete_account)" in deletion
+
+
+def test_a_bot_that_promises_refunds_it_never_made_fails_the_conversation_grader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], in_repo: None
+) -> None:
+    code, report, out = run(tmp_path, capsys, with_options(tmp_path, "{fibs: true}"))
+    assert code == 1
+    failed = failures(report)
+    assert (
+        "conversation no_unbacked_refund_promise: turn 1 says a refund was issued, but no "
+        "issue_refund call had succeeded by then"
+    ) in failed["refund after verification"]
+    assert "conversation no_unbacked_refund_promise: turn 1 says" in out
+
+
+def test_the_example_needs_no_network_or_key() -> None:
+    assert "ANTHROPIC_API_KEY" not in SUITE.read_text()
+    assert "backend: python" in SUITE.read_text()
+    assert (SUITE.parent / "README.md").is_file()
