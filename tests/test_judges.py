@@ -976,3 +976,55 @@ def test_a_passing_judges_reason_is_in_the_html_report(
     result = judged.run("run", "suite.yaml", formats=("json", "html"))
     assert result.code == 0
     assert "judge: verdict pass: Warm and brief." in (result.report_dir / "report.html").read_text()
+
+
+# ------------------------------------------------------------------- judged example
+
+
+def test_the_judged_support_example_runs_against_the_fake(
+    fake: FakeAnthropic, tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """examples/support/suite-judged.yaml: green when the judge agrees, with ANTHROPIC_BASE_URL."""
+    from pathlib import Path
+
+    from multiturn_eval import cli
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)
+
+    def agreeable(request: Request) -> Message:
+        required = request.body["tools"][0]["input_schema"]["required"]
+        if required[0] == "verdict":
+            return verdict(verdict="pass", reason="Meets the rubric.")
+        schema = request.body["tools"][0]["input_schema"]["properties"]["score"]
+        return verdict(score=5 if "enum" in schema else 0.9, reason="Meets the rubric.")
+
+    fake.responder = agreeable
+    out = tmp_path / "out"
+    env = {"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake.url}
+    code = cli.main(
+        ["run", "examples/support/suite-judged.yaml", "-o", str(out), "--format", "json"], env=env
+    )
+    assert code == 0, capsys.readouterr()
+    report = json.loads((out / "report.json").read_text())
+    prompts = [prompt_of(r) for r in fake.messages_requests()]
+    assert len(prompts) == 4  # three turn judges and one conversation judge
+    refund = next(p for p in prompts if "confirms the refund of the right order" in p)
+    assert "5-7 business days" in (_fenced(refund, "the reference answer") or "")
+    assert {r.body["max_tokens"] for r in fake.messages_requests()} == {512, 256}
+    assert report["summary"]["judge_token_usage"]["total_tokens"] == 4 * 230
+    assert report["summary"]["token_usage"]["total_tokens"] == 0  # the offline bot's own
+
+
+def test_the_judged_support_example_needs_a_key(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    from pathlib import Path
+
+    from multiturn_eval import cli
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    code = cli.main(["validate", "examples/support/suite-judged.yaml"], env={})
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("no API key for the anthropic judge: set ANTHROPIC_API_KEY") == 1

@@ -654,6 +654,7 @@ def _check_judges(
     seen: set[tuple[Path_, str]] = set()
     done: set[tuple[int, int, int]] = set()
     packages: dict[str, bool] = {}
+    keys_missing: set[str] = set()
 
     def add(where: Path_, message: str) -> None:
         if (where, message) not in seen:
@@ -673,6 +674,10 @@ def _check_judges(
         try:
             judge = resolve(merge_levels(*levels, evaluation.judge), env)
         except JudgeConfigProblem as exc:
+            if exc.field == "judge.api_key":  # one missing key is said once, where first met
+                if str(exc) in keys_missing:
+                    return
+                keys_missing.add(str(exc))
             add((*where, *exc.field.split(".")), f"{exc}{note}")
             return
         loaded.judge_backends.add(judge.backend)
