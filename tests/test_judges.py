@@ -1028,3 +1028,27 @@ def test_the_judged_support_example_needs_a_key(
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("no API key for the anthropic judge: set ANTHROPIC_API_KEY") == 1
+
+
+def test_the_readme_shows_the_packaged_prompt_template() -> None:
+    from pathlib import Path
+
+    from multiturn_eval.grading.judges.prompt import packaged_template
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("<!-- section:judges -->")[1].split("<!-- /section:judges -->")[0]
+    assert packaged_template() in section
+
+
+def test_the_readme_judge_example_is_a_valid_suite() -> None:
+    from pathlib import Path
+
+    from multiturn_eval.suite import Suite
+    from multiturn_eval.yaml_source import parse_yaml
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("<!-- section:judges -->")[1].split("<!-- /section:judges -->")[0]
+    block = re.findall(r"```yaml\n(.*?)```", section, re.S)[0]
+    data = parse_yaml(block).data
+    data["agent"] = {"backend": "python", "factory": "tests.agents:scripted"}
+    Suite.model_validate(data)
