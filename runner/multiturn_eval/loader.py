@@ -81,8 +81,9 @@ class LoadedSuite:
     warnings: list[str] = field(default_factory=list)
     judge_texts: JudgeTexts = field(default_factory=lambda: JudgeTexts({}))
     """The judges' ``rubric_file`` / ``prompt_file`` texts, read at load (as written -> text)."""
-    judge_backends: set[str] = field(default_factory=set)
-    """The judge backends the suite's judges use (their SDKs are imported before the run)."""
+    judge_endpoints: set[tuple[str, str | None, str, str | None]] = field(default_factory=set)
+    """(backend, base_url, api_key, api_version) of every judge the suite calls: their
+    clients are built before the run (as the agent backends' are)."""
     json_schemas: dict[str, Any] = field(default_factory=dict)
     """``schema_file`` (as written) -> the JSON Schema read from it at load"""
     _validators: dict[int, Any] = field(default_factory=dict, repr=False)
@@ -680,7 +681,9 @@ def _check_judges(
                 keys_missing.add(str(exc))
             add((*where, *exc.field.split(".")), f"{exc}{note}")
             return
-        loaded.judge_backends.add(judge.backend)
+        loaded.judge_endpoints.add(
+            (judge.backend, judge.base_url, judge.api_key, judge.api_version)
+        )
         package = PACKAGES[judge.backend]
         if package not in packages:
             packages[package] = importlib.util.find_spec(package) is not None

@@ -41,6 +41,7 @@ from .secrets import Redactor, secrets_in
 
 if TYPE_CHECKING:
     from .backends.base import Backend
+    from .grading.judges.service import JudgeService
     from .loader import LoadedSuite
     from .reports.console import Console
     from .results import CaseResult, Report
@@ -293,6 +294,8 @@ class _Pipeline:
         self.markdown: str | None = None
         """``summary.md`` as written (the PR comment's body)."""
         self.known_secrets = frozenset(secrets)
+        self.judges: JudgeService | None = None
+        """The run's LLM-judge clients and de-duplication cache (built with the backends)."""
 
     # ------------------------------------------------------------------ reports
 
@@ -357,11 +360,12 @@ class _Pipeline:
         from .backends.base import create_backend
 
         backends = [create_backend(p.loaded, p.settings) for p in plan]  # missing SDK: exit 2
-        judge_backends = {name for p in plan for name in p.loaded.judge_backends}
-        if judge_backends:  # the judges' SDKs load now, not during the first judged turn
-            from .grading.judges.clients import preload
+        endpoints = {e for p in plan for e in p.loaded.judge_endpoints}
+        if endpoints:  # the judges' clients (and SDKs) are built now, not in the first judged turn
+            from .grading.judges.service import JudgeService
 
-            preload(judge_backends)
+            self.judges = JudgeService(timeout=self.run_settings.turn_timeout)
+            self.judges.prepare(endpoints)
         secrets: set[str] = set()
         for planned, backend in zip(plan, backends, strict=True):
             secrets |= planned.loaded.secrets
@@ -469,7 +473,7 @@ class _Pipeline:
         from .grading.judges.service import JUDGES, JudgeService
 
         # one judge service per run: its de-duplication cache and clients live as long as the run
-        judges = JudgeService(timeout=self.run_settings.turn_timeout)
+        judges = self.judges or JudgeService(timeout=self.run_settings.turn_timeout)
         judges_token = JUDGES.set(judges)
         try:
             await run_plan(state, backends, on_result)

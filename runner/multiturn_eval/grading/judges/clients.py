@@ -74,14 +74,14 @@ def _fatal(error: BackendError, exc: Exception, what: str, key_hint: str) -> Bac
 
 
 class AnthropicJudgeClient:
-    def __init__(self, request: JudgeRequest, timeout: float) -> None:
+    def __init__(self, base_url: str | None, api_key: str, timeout: float) -> None:
         import anthropic
 
         from ...backends.wire import response_hook
 
-        self.base_url = (request.base_url or DEFAULT_ANTHROPIC_URL).rstrip("/")
+        self.base_url = (base_url or DEFAULT_ANTHROPIC_URL).rstrip("/")
         self.client = anthropic.AsyncAnthropic(
-            api_key=request.api_key,
+            api_key=api_key,
             base_url=self.base_url,
             max_retries=0,
             timeout=timeout,
@@ -189,23 +189,25 @@ def translate_openai(exc: Exception, base_url: str) -> BackendError:
 
 
 class OpenAIJudgeClient:
-    def __init__(self, request: JudgeRequest, timeout: float) -> None:
+    def __init__(
+        self, base_url: str | None, api_key: str, api_version: str | None, timeout: float
+    ) -> None:
         import openai
 
         self.client: Any
-        if request.api_version is not None:
-            self.base_url = (request.base_url or "").rstrip("/")
+        if api_version is not None:
+            self.base_url = (base_url or "").rstrip("/")
             self.client = openai.AsyncAzureOpenAI(
-                api_key=request.api_key,
+                api_key=api_key,
                 azure_endpoint=self.base_url,
-                api_version=request.api_version,
+                api_version=api_version,
                 max_retries=0,
                 timeout=timeout,
             )
         else:
-            self.base_url = (request.base_url or DEFAULT_OPENAI_URL).rstrip("/")
+            self.base_url = (base_url or DEFAULT_OPENAI_URL).rstrip("/")
             self.client = openai.AsyncOpenAI(
-                api_key=request.api_key, base_url=self.base_url, max_retries=0, timeout=timeout
+                api_key=api_key, base_url=self.base_url, max_retries=0, timeout=timeout
             )
 
     def translate(self, exc: Exception) -> BackendError:
@@ -277,18 +279,13 @@ class OpenAIJudgeClient:
 JudgeClient = AnthropicJudgeClient | OpenAIJudgeClient
 
 
-def preload(backends: set[str]) -> None:
-    """Import the SDKs of these judge backends (before the run, so no turn pays for it)."""
-    if "anthropic" in backends:
-        from ...backends import anthropic  # noqa: F401  (the SDK and its error mapping)
-    if "openai" in backends:
-        import openai  # noqa: F401
-
-
-def make_client(request: JudgeRequest, timeout: float) -> JudgeClient:
-    if request.backend == "openai":
-        return OpenAIJudgeClient(request, timeout)
-    return AnthropicJudgeClient(request, timeout)
+def make_client(
+    backend: str, base_url: str | None, api_key: str, api_version: str | None, timeout: float
+) -> JudgeClient:
+    """The client of one judge endpoint (its SDK imported now)."""
+    if backend == "openai":
+        return OpenAIJudgeClient(base_url, api_key, api_version, timeout)
+    return AnthropicJudgeClient(base_url, api_key, timeout)
 
 
 __all__ = ["JudgeClient", "JudgeRequest", "RawReply", "VerdictProblem", "make_client"]

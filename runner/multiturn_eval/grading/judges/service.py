@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -146,8 +146,19 @@ class JudgeService:
         key = (request.backend, request.base_url, request.api_key, request.api_version)
         client = self._clients.get(key)
         if client is None:
-            client = self._clients[key] = make_client(request, self.timeout)
+            client = self._clients[key] = make_client(*key, self.timeout)
         return client
+
+    def prepare(self, endpoints: Iterable[tuple[str, str | None, str, str | None]]) -> None:
+        """Build the clients of these (backend, base_url, api_key, api_version) before the run.
+
+        Importing an SDK and building its client (TLS context included) costs about a
+        tenth of a second: paid while loading, as for the agent backends, not by the
+        first judged turn.
+        """
+        for key in endpoints:
+            if key not in self._clients:
+                self._clients[key] = make_client(*key, self.timeout)
 
     async def judge(self, request: JudgeRequest, retry: RetryConfig) -> tuple[JudgeOutcome, bool]:
         """(outcome, fresh): fresh is False when an identical request already made the call.
