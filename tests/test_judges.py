@@ -1052,3 +1052,19 @@ def test_the_readme_judge_example_is_a_valid_suite() -> None:
     data = parse_yaml(block).data
     data["agent"] = {"backend": "python", "factory": "tests.agents:scripted"}
     Suite.model_validate(data)
+
+
+def test_a_judge_key_written_into_the_suite_is_redacted(
+    judged: Project, fake: FakeAnthropic
+) -> None:
+    fake.api_key = "sk-ant-literal-judge-key-7777"
+    fake.responder = lambda r: verdict(verdict="fail", reason="sk-ant-literal-judge-key-7777")
+    judged.write(
+        "suite.yaml",
+        suite(top=f"judge: {{model: {HAIKU}, api_key: sk-ant-literal-judge-key-7777}}"),
+    )
+    result = judged.run("run", "suite.yaml", formats=("json", "markdown", "junit", "html"))
+    assert result.code == 1, result.out + result.err
+    for path in result.report_dir.iterdir():
+        assert "sk-ant-literal-judge-key-7777" not in path.read_text(), path.name
+    assert "sk-ant-literal-judge-key-7777" not in result.out + result.err

@@ -684,6 +684,8 @@ def _check_judges(
         loaded.judge_endpoints.add(
             (judge.backend, judge.base_url, judge.api_key, judge.api_version)
         )
+        if is_secret_value(judge.api_key):  # a key written into the suite is redacted too
+            loaded.secrets.add(judge.api_key)
         package = PACKAGES[judge.backend]
         if package not in packages:
             packages[package] = importlib.util.find_spec(package) is not None
