@@ -1068,3 +1068,28 @@ def test_a_judge_key_written_into_the_suite_is_redacted(
     for path in result.report_dir.iterdir():
         assert "sk-ant-literal-judge-key-7777" not in path.read_text(), path.name
     assert "sk-ant-literal-judge-key-7777" not in result.out + result.err
+
+
+def test_a_judge_slower_than_turn_timeout_is_a_metric_error(
+    judged: Project, fake: FakeAnthropic
+) -> None:
+    fake.responder = lambda r: Slow(5, verdict(verdict="pass", reason="late"))
+    judged.write(
+        "suite.yaml",
+        suite(top=f"judge: {{model: {HAIKU}, retry: {{max_attempts: 2, initial_delay: 0}}}}"),
+    )
+    result = judged.run("run", "suite.yaml", "--turn-timeout", "0.5")
+    assert result.code == 1, result.out + result.err
+    got = metric(result.report)
+    assert got["passed"] is False and "timed out" in got["error"], got["error"]
+    assert len(fake.messages_requests()) <= 2  # capped: max_attempts within the turn's time
+
+
+def test_a_dropped_connection_is_retried(judged: Project, fake: FakeAnthropic) -> None:
+    from tests.fakes.anthropic_server import Drop
+
+    fake.script(Drop(), verdict(verdict="pass", reason="ok"))
+    judged.write("suite.yaml", suite())
+    result = judged.run("run", "suite.yaml")
+    assert result.code == 0, result.out + result.err
+    assert len(fake.messages_requests()) == 2
