@@ -135,7 +135,7 @@ def test_a_session_that_never_opened_is_still_graded_and_says_so(project: Projec
     (ctx,) = conversation_graders.SEEN
     assert ctx.turns[0].skipped
     assert ctx.session_error is not None
-    assert "could not open a session" in ctx.session_error
+    assert ctx.session_error == "could not open a session: RuntimeError: cannot start the agent"
     (metric,) = conversation_metrics(result)
     assert "graded on the 0 of 1 turns that ran: could not open a session" in metric["reason"]
 

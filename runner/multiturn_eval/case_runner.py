@@ -379,7 +379,7 @@ class CaseRunner:
                 metrics.append(
                     await run_code_grader(evaluation, grader, grader_ctx, self.grader_timeout)
                 )
-            elif evaluation.is_response_check:
+            elif isinstance(evaluation, StandardEvaluation) and evaluation.is_response_check:
                 metrics.append(
                     evaluate_response_check(
                         evaluation,
@@ -458,9 +458,8 @@ class CaseRunner:
 
     def conversation_context(self) -> ConversationContext:
         """The finished conversation as ``conversation_evaluations`` graders see it."""
-        errors = [*self.case_errors]
-        if self._skip_reason is not None and not any(self._skip_reason in e for e in errors):
-            errors.append(self._skip_reason)
+        # the case-level error (a session that never opened) says it all; else why turns were skipped
+        errors = [*self.case_errors] or ([self._skip_reason] if self._skip_reason else [])
         return ConversationContext(
             test_case_name=self.loaded.case_name(self.index),
             case_context=read_only(self.case.context),
