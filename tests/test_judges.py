@@ -1093,3 +1093,30 @@ def test_a_dropped_connection_is_retried(judged: Project, fake: FakeAnthropic) -
     result = judged.run("run", "suite.yaml")
     assert result.code == 0, result.out + result.err
     assert len(fake.messages_requests()) == 2
+
+
+def test_a_turns_judges_run_side_by_side_and_keep_their_order(
+    judged: Project, fake: FakeAnthropic
+) -> None:
+    import threading
+
+    both_arrived = threading.Barrier(2, timeout=10)
+
+    def judge(request: Request) -> Message:
+        both_arrived.wait()  # only returns when the second judge's request is in flight too
+        polite = "Polite?" in prompt_of(request)
+        return verdict(verdict="pass" if polite else "fail", reason="polite" if polite else "long")
+
+    fake.responder = judge
+    text_ = suite("{type: judge, name: polite, rubric: Polite?}").replace(
+        "  - {type: judge, name: polite, rubric: Polite?}",
+        "  - {type: judge, name: polite, rubric: Polite?}\n"
+        "  - {type: standard, metric: contains, value: Hello}\n"
+        "  - {type: judge, name: brief, rubric: Brief?}",
+    )
+    judged.write("suite.yaml", text_)
+    result = judged.run("run", "suite.yaml")
+    metrics = result.report["results"][0]["turns"][0]["metric_results"]
+    assert [m["metric_name"] for m in metrics] == ["polite", "contains", "brief"]
+    assert [m["passed"] for m in metrics] == [True, True, False]
+    assert result.report["results"][0]["turns"][0]["judge_token_usage"]["total_tokens"] == 460

@@ -364,9 +364,26 @@ class CaseRunner:
         judge_usages: list[TokenUsage] = []
         judge_costs: list[float | None] = []
         judge_warnings: list[str] = []
-        for evaluation in self.loaded.evaluations_for(self.case, turn):
+        evaluations = self.loaded.evaluations_for(self.case, turn)
+        # a turn's judges run side by side (each is a model call); results keep their order
+        judges = [e for e in evaluations if isinstance(e, JudgeEvaluation)]
+        verdicts: dict[int, JudgeResult] = {}
+        if judges:
+            outcomes = await asyncio.gather(
+                *(self._judge(turn_index, turn, reply, e) for e in judges),
+                return_exceptions=True,
+            )
+            for outcome in outcomes:  # a 401 (FatalBackendError) or a bug: raised as before
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            verdicts = {
+                id(e): o
+                for e, o in zip(judges, outcomes, strict=True)
+                if not isinstance(o, BaseException)
+            }
+        for evaluation in evaluations:
             if isinstance(evaluation, JudgeEvaluation):
-                judged = await self._judge(turn_index, turn, reply, evaluation)
+                judged = verdicts[id(evaluation)]
                 metrics.append(judged.metric)
                 judge_warnings.extend(judged.warnings)
                 if judged.usage is not None:
