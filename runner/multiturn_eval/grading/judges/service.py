@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -131,6 +132,24 @@ class JudgeOutcome:
     notes: tuple[str, ...] = ()
 
 
+def request_digest(request: JudgeRequest) -> bytes:
+    """What makes two judge requests the same call, as a SHA-256 digest."""
+    fields = (
+        request.backend,
+        request.model,
+        request.base_url or "",
+        request.api_key,
+        request.api_version or "",
+        repr(float(request.temperature)),
+        str(request.max_tokens),
+        request.scale,
+    )
+    digest = hashlib.sha256("\x00".join(fields).encode())
+    digest.update(b"\x00")
+    digest.update(request.prompt.encode("utf-8", "surrogatepass"))
+    return digest.digest()
+
+
 class JudgeService:
     """Clients and the de-duplication cache of one run (its lifetime: the run)."""
 
@@ -138,7 +157,8 @@ class JudgeService:
         self.timeout = timeout
         self._sleep = sleep
         self._clients: dict[tuple[str, str | None, str, str | None], JudgeClient] = {}
-        self._calls: dict[JudgeRequest, asyncio.Future[JudgeOutcome]] = {}
+        self._calls: dict[bytes, asyncio.Future[JudgeOutcome]] = {}
+        """Request digest -> its call (in flight or done); digests, not prompts, stay in memory."""
         self.requests_made = 0
         """Judge calls actually started (after de-duplication)."""
 
@@ -165,10 +185,11 @@ class JudgeService:
 
         FatalBackendError (401/403) is raised to every caller.
         """
-        future = self._calls.get(request)
+        key = request_digest(request)
+        future = self._calls.get(key)
         fresh = future is None
         if future is None:
-            future = self._calls[request] = asyncio.ensure_future(self._call(request, retry))
+            future = self._calls[key] = asyncio.ensure_future(self._call(request, retry))
         outcome = await asyncio.shield(future)
         return outcome, fresh
 
