@@ -1120,3 +1120,17 @@ def test_a_turns_judges_run_side_by_side_and_keep_their_order(
     assert [m["metric_name"] for m in metrics] == ["polite", "contains", "brief"]
     assert [m["passed"] for m in metrics] == [True, True, False]
     assert result.report["results"][0]["turns"][0]["judge_token_usage"]["total_tokens"] == 460
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_huge_judge_reply_is_capped_and_an_error(
+    judged: Project, fake: FakeAnthropic, chunked: bool
+) -> None:
+    from tests.fakes.anthropic_server import Huge
+
+    fake.script(Huge(size=12 * 1024 * 1024, chunked=chunked))
+    judged.write("suite.yaml", suite())
+    result = judged.run("run", "suite.yaml")
+    assert result.code == 1
+    error = metric(result.report)["error"]
+    assert "not a Messages API response" in error and "10 MB" in error, error

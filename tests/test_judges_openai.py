@@ -266,3 +266,14 @@ def test_an_unauthorized_reply_is_not_retried(judged: Project, fake: FakeOpenAI)
     judged.write("suite.yaml", suite())
     assert judged.run("run", "suite.yaml").code == 3
     assert len(fake.requests) == 1
+
+
+def test_a_huge_reply_is_capped_and_an_error(judged: Project, fake: FakeOpenAI) -> None:
+    from tests.fakes._server import Huge
+
+    fake.script(Huge(size=12 * 1024 * 1024, chunked=True))
+    judged.write("suite.yaml", suite())
+    result = judged.run("run", "suite.yaml")
+    assert result.code == 1
+    error = metric(result.report)["error"]
+    assert "not a chat completion" in error and "10 MB" in error, error

@@ -162,6 +162,16 @@ def translate_openai(exc: Exception, base_url: str) -> BackendError:
     """The openai SDK's exceptions as BackendErrors (401/403 fatal; 408/409/429/5xx retried)."""
     import openai
 
+    from ...backends.wire import find_problem
+
+    problem = find_problem(exc)
+    if problem is not None:
+        return BackendError(
+            problem.describe(
+                f"the OpenAI-compatible API at {base_url} returned a reply that is not a chat "
+                "completion"
+            )
+        )
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         body = exc.body if isinstance(exc.body, dict) else {}
@@ -194,6 +204,12 @@ class OpenAIJudgeClient:
     ) -> None:
         import openai
 
+        from ...backends.wire import response_hook
+
+        # the reply's size is capped as for every backend (backends/wire.py)
+        http_client = openai.DefaultAsyncHttpxClient(
+            event_hooks={"response": [response_hook(None)]}
+        )
         self.client: Any
         if api_version is not None:
             self.base_url = (base_url or "").rstrip("/")
@@ -203,11 +219,16 @@ class OpenAIJudgeClient:
                 api_version=api_version,
                 max_retries=0,
                 timeout=timeout,
+                http_client=http_client,
             )
         else:
             self.base_url = (base_url or DEFAULT_OPENAI_URL).rstrip("/")
             self.client = openai.AsyncOpenAI(
-                api_key=api_key, base_url=self.base_url, max_retries=0, timeout=timeout
+                api_key=api_key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=timeout,
+                http_client=http_client,
             )
 
     def translate(self, exc: Exception) -> BackendError:
