@@ -44,8 +44,17 @@ def fake() -> Iterator[FakeAnthropic]:
         yield server
 
 
-@pytest.fixture
-def judged(project: Project, fake: FakeAnthropic) -> Project:
+@pytest.fixture(params=["auto", "httpx"], ids=["aiohttp", "httpx"])
+def judged(
+    project: Project,
+    fake: FakeAnthropic,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Project:
+    """The project, its judge on the fake; every test runs on both SDK transports."""
+    from multiturn_eval.grading.judges import clients
+
+    monkeypatch.setattr(clients, "TRANSPORT", request.param)
     project.env.update({"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake.url})
     return project
 
@@ -1134,3 +1143,19 @@ def test_a_huge_judge_reply_is_capped_and_an_error(
     assert result.code == 1
     error = metric(result.report)["error"]
     assert "not a Messages API response" in error and "10 MB" in error, error
+
+
+def test_the_transport_is_aiohttp_when_installed_else_httpx(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import anthropic
+
+    from multiturn_eval.grading.judges import clients
+
+    monkeypatch.setattr(clients, "TRANSPORT", "auto")
+    assert "Aiohttp" in type(clients.http_client(anthropic)).__mro__[1].__name__
+    monkeypatch.setattr(clients, "TRANSPORT", "httpx")
+    assert type(clients.http_client(anthropic)).__name__ == "_DefaultAsyncHttpxClient"
+    monkeypatch.setattr(clients, "TRANSPORT", "auto")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)  # no aiohttp here
+    assert type(clients.http_client(anthropic)).__name__ == "_DefaultAsyncHttpxClient"

@@ -35,8 +35,17 @@ def fake() -> Iterator[FakeOpenAI]:
         yield server
 
 
-@pytest.fixture
-def judged(project: Project, fake: FakeOpenAI) -> Project:
+@pytest.fixture(params=["auto", "httpx"], ids=["aiohttp", "httpx"])
+def judged(
+    project: Project,
+    fake: FakeOpenAI,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Project:
+    """The project, its judge on the fake; every test runs on both SDK transports."""
+    from multiturn_eval.grading.judges import clients
+
+    monkeypatch.setattr(clients, "TRANSPORT", request.param)
     project.env.update({"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": fake.base_url})
     return project
 
