@@ -21,7 +21,8 @@ Per run, in a fresh interpreter (as ``bench/backends.py`` does), it reports
   run phase's CPU per call, for comparison.
 
 * SDK floor: the same number of bare ``AsyncAnthropic`` Messages requests (same
-  prompt size, the same forced tool, ``p`` at a time, no runner), their client CPU
+  prompt size, the same forced tool, the judge's transport: aiohttp when installed,
+  ``p`` at a time, no runner), their client CPU
   per request: what the ``anthropic`` SDK and ``httpx`` cost on this machine right
   now, so the runner's own share is the difference.
 
@@ -70,8 +71,9 @@ from multiturn_eval.grading.judges.prompt import packaged_template, render
 from multiturn_eval.grading.judges.verdict import verdict_schema
 
 async def main():
+    http = anthropic.DefaultAioHttpClient() if "{transport}" == "aiohttp" else None
     client = anthropic.AsyncAnthropic(api_key=os.environ["ANTHROPIC_API_KEY"],
-        base_url=os.environ["ANTHROPIC_BASE_URL"], max_retries=0)
+        base_url=os.environ["ANTHROPIC_BASE_URL"], max_retries=0, http_client=http)
     tool = {{"name": "record_verdict", "description": "x", "input_schema": verdict_schema("pass_fail")}}
     queue = asyncio.Queue()
     for i in range({calls}):
@@ -94,7 +96,7 @@ asyncio.run(main())
 """
 
 
-def sdk_floor(calls: int, parallel: int, url: str) -> dict[str, float]:
+def sdk_floor(calls: int, parallel: int, url: str, transport: str) -> dict[str, float]:
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -102,7 +104,7 @@ def sdk_floor(calls: int, parallel: int, url: str) -> dict[str, float]:
         "ANTHROPIC_BASE_URL": url,
     }
     out = subprocess.run(
-        [sys.executable, "-c", FLOOR.format(calls=calls, parallel=parallel)],
+        [sys.executable, "-c", FLOOR.format(calls=calls, parallel=parallel, transport=transport)],
         env=env,
         capture_output=True,
         text=True,
@@ -164,6 +166,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="median of this many runs")
     args = parser.parse_args()
     calls = args.cases * args.turns
+    try:
+        import aiohttp  # noqa: F401  (the judge's transport when installed; the floor's too)
+
+        transport = "aiohttp"
+    except ImportError:
+        transport = "httpx"
     ideal = math.ceil(args.cases / args.parallel) * args.turns * args.latency
     command = [
         sys.executable,
@@ -183,7 +191,7 @@ def main() -> None:
                     f"expected {calls} judge calls, got {judged['judge_tokens'] / 230:g}"
                 )
             bare = measure(args.cases, args.turns, args.parallel, url, False)
-            floor = sdk_floor(calls, args.parallel, url)
+            floor = sdk_floor(calls, args.parallel, url, transport)
             runs.append((judged, bare, floor))
     wall = statistics.median(j["run_wall"] for j, _, _ in runs)
     cpu = statistics.median(j["run_cpu"] for j, _, _ in runs)
@@ -192,7 +200,8 @@ def main() -> None:
     floor_wall = statistics.median(f["wall"] for _, _, f in runs)
     print(
         f"{args.cases} cases x {args.turns} turns = {calls} judge calls, -p {args.parallel}, "
-        f"{args.latency * 1000:g} ms judge latency, median of {args.repeats} runs\n"
+        f"{args.latency * 1000:g} ms judge latency, median of {args.repeats} runs, "
+        f"{transport} transport\n"
     )
     print(
         "| wall | ideal | wall / ideal | judge CPU ms/call | run-phase CPU ms/call "
