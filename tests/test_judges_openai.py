@@ -286,3 +286,20 @@ def test_a_huge_reply_is_capped_and_an_error(judged: Project, fake: FakeOpenAI) 
     assert result.code == 1
     error = metric(result.report)["error"]
     assert "not a chat completion" in error and "10 MB" in error, error
+
+
+def test_a_missing_openai_package_is_a_config_error(
+    judged: Project, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "openai" else real(name, *a)
+    )
+    judged.write("suite.yaml", suite())
+    result = judged.run("validate", "suite.yaml")
+    assert result.code == 2
+    assert "the openai judge needs the package 'openai', which is not installed" in result.err
+    assert "pip install 'multiturn-eval[openai]'" in result.err
+    assert fake.requests == []

@@ -697,7 +697,7 @@ def _check_judges(
             )
             add(
                 (*where, "judge", "backend"),
-                f"a {judge.backend} judge needs the package '{package}', which is not "
+                f"the {judge.backend} judge needs the package '{package}', which is not "
                 f"installed; install it with: {hint}",
             )
 
