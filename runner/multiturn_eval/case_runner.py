@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import BackendError, FatalBackendError, FatalRunError, SessionError
@@ -49,10 +49,11 @@ from .results import (
     case_outcome,
     rollup_metrics,
     sum_costs,
+    sum_usages,
     turn_passed,
 )
 from .sanitize import checked_reply
-from .suite import CodeEvaluation, StandardEvaluation, TestCase, Turn
+from .suite import CodeEvaluation, JudgeEvaluation, StandardEvaluation, TestCase, Turn
 from .types import (
     CaseContext,
     ConversationContext,
@@ -67,6 +68,7 @@ from .usercode import error_text, guarded, watch_abandoned
 
 if TYPE_CHECKING:
     from .backends.base import Backend, Session
+    from .grading.judges import ConversationJudging, JudgeResult
     from .loader import LoadedSuite
     from .settings import RunSettings
 
@@ -150,18 +152,23 @@ class CaseRunner:
         self.backend = backend
         self.turn_timeout = turn_timeout
         self.session_timeout, self.grader_timeout = _step_timeouts(loaded, settings)
+        self.env: Mapping[str, str] = settings.env if settings is not None else {}
+        """The run's environment variables (a judge's default API key and base URL)."""
         self.turns = self.case.effective_turns()
         self.results: list[TurnResult] = []
         self.case_errors: list[str] = []
         self.warnings: list[str] = []
         self.conversation_metrics: list[MetricResult] = []
+        self._judging: ConversationJudging | None = None
+        """The conversation-level judges' settings and usage (None: the case has none)."""
+        self._started = time.perf_counter()
         self._skip_reason: str | None = None
         self._abandoned: list[str] = []
 
     # -------------------------------------------------------------------------- run
 
     async def run(self) -> CaseResult:
-        started = time.perf_counter()
+        started = self._started = time.perf_counter()
         with watch_abandoned() as abandoned:
             self._abandoned = abandoned
             try:
@@ -295,6 +302,10 @@ class CaseRunner:
             duration_ms = (time.perf_counter() - t0) * 1000
             try:
                 result = await self._grade(turn_index, turn, reply, duration_ms)
+            except FatalBackendError as exc:  # a judge refused its credentials: stop the run
+                self._record_error(turn_index, turn, f"judge: {_error_text(exc)}", t0)
+                self._skip_rest("the run stopped")
+                raise FatalRunError(self._finish(started), _error_text(exc)) from exc
             except Exception as exc:  # a bug while grading: this turn fails, the case goes on
                 self._record_error(
                     turn_index, turn, f"internal error while grading: {error_text(exc)}", t0
@@ -350,8 +361,35 @@ class CaseRunner:
         tools_matched, details = check_turn_tools(turn, calls, budget)
         metrics: list[MetricResult] = []
         grader_ctx: GraderContext | None = None
-        for evaluation in self.loaded.evaluations_for(self.case, turn):
-            if isinstance(evaluation, CodeEvaluation):
+        judge_usages: list[TokenUsage] = []
+        judge_costs: list[float | None] = []
+        judge_warnings: list[str] = []
+        evaluations = self.loaded.evaluations_for(self.case, turn)
+        # a turn's judges run side by side (each is a model call); results keep their order
+        judges = [e for e in evaluations if isinstance(e, JudgeEvaluation)]
+        verdicts: dict[int, JudgeResult] = {}
+        if judges:
+            outcomes = await asyncio.gather(
+                *(self._judge(turn_index, turn, reply, e) for e in judges),
+                return_exceptions=True,
+            )
+            for outcome in outcomes:  # a 401 (FatalBackendError) or a bug: raised as before
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            verdicts = {
+                id(e): o
+                for e, o in zip(judges, outcomes, strict=True)
+                if not isinstance(o, BaseException)
+            }
+        for evaluation in evaluations:
+            if isinstance(evaluation, JudgeEvaluation):
+                judged = verdicts[id(evaluation)]
+                metrics.append(judged.metric)
+                judge_warnings.extend(judged.warnings)
+                if judged.usage is not None:
+                    judge_usages.append(judged.usage)
+                    judge_costs.append(judged.cost_usd)
+            elif isinstance(evaluation, CodeEvaluation):
                 if grader_ctx is None:
                     grader_ctx = self._grader_context(turn_index, turn, reply)
                 grader = self.loaded.graders[evaluation.grader]
@@ -380,13 +418,34 @@ class CaseRunner:
             arg_match_details=details,
             metric_results=metrics,
             passed=False,
-            warnings=list(reply.warnings),
+            warnings=[*reply.warnings, *judge_warnings],
             duration_ms=duration_ms,
             token_usage=reply.token_usage or TokenUsage(),
             cost_usd=reply.cost_usd,
+            judge_token_usage=sum_usages(judge_usages),
+            judge_cost_usd=sum_costs(judge_costs),
         )
         result.passed = turn_passed(result)
         return result
+
+    async def _judge(
+        self, turn_index: int, turn: Turn, reply: TurnReply, spec: JudgeEvaluation
+    ) -> JudgeResult:
+        from .grading.judges import judge_turn
+        from .grading.recorded import JudgeKey
+
+        suite = self.loaded.suite
+        return await judge_turn(
+            spec,
+            texts=self.loaded.judge_texts,
+            levels=(suite.judge, self.case.judge, turn.judge),
+            env=self.env,
+            pricing=suite.pricing,
+            key=JudgeKey(self.loaded.display_path, self.index, turn_index, spec.metric_name),
+            turn_input=turn.input,
+            reply=reply.response,
+            ground_truth=turn.ground_truth,
+        )
 
     def _grader_context(self, turn_index: int, turn: Turn, reply: TurnReply) -> GraderContext:
         return GraderContext(
@@ -440,6 +499,18 @@ class CaseRunner:
             self.conversation_metrics.append(
                 check_conversation_tools(self.case.conversation_tools, ctx)
             )
+        if any(isinstance(e, JudgeEvaluation) for e in evaluations):
+            from .grading.judges import ConversationJudging
+
+            suite = self.loaded.suite
+            self._judging = ConversationJudging(
+                texts=self.loaded.judge_texts,
+                levels=(suite.judge, self.case.judge),
+                env=self.env,
+                pricing=suite.pricing,
+                suite=self.loaded.display_path,
+                case_index=self.index,
+            )
         for evaluation in evaluations:
             try:
                 metric = await evaluate_conversation(
@@ -447,7 +518,19 @@ class CaseRunner:
                     ctx,
                     graders=self.loaded.graders,
                     grader_timeout=self.grader_timeout,
+                    judging=self._judging,
                 )
+            except FatalBackendError as exc:  # a judge refused its credentials: stop the run
+                self.conversation_metrics.append(
+                    MetricResult(
+                        metric_name=evaluation.metric_name,
+                        kind=evaluation.type,
+                        passed=False,
+                        error=f"judge: {_error_text(exc)}",
+                        scope="conversation",
+                    )
+                )
+                raise FatalRunError(self._finish(self._started), _error_text(exc)) from exc
             except (FatalRunError, asyncio.CancelledError):
                 raise
             except Exception as exc:  # a bug while grading: this metric fails, the case goes on
@@ -461,10 +544,13 @@ class CaseRunner:
             finally:
                 self._note_abandoned(" of the conversation evaluations")
             self.conversation_metrics.append(metric)
+        if self._judging is not None:
+            self.warnings.extend(self._judging.warnings)
 
     # ---------------------------------------------------------------------- results
 
     def _finish(self, started: float) -> CaseResult:
+        judging = self._judging
         return build_case_result(
             self.loaded,
             self.index,
@@ -473,6 +559,8 @@ class CaseRunner:
             warnings=self.warnings,
             duration_ms=(time.perf_counter() - started) * 1000,
             conversation_metrics=self.conversation_metrics,
+            conversation_judge_usage=sum_usages(judging.usages) if judging else None,
+            conversation_judge_cost=sum_costs(judging.costs) if judging else None,
         )
 
 
@@ -486,8 +574,13 @@ def build_case_result(
     duration_ms: float = 0.0,
     skipped: bool = False,
     conversation_metrics: Sequence[MetricResult] = (),
+    conversation_judge_usage: TokenUsage | None = None,
+    conversation_judge_cost: float | None = None,
 ) -> CaseResult:
     """Roll turn results up into a test-case result (SPEC 6.4).
+
+    The case's ``judge_token_usage`` / ``judge_cost_usd`` are its turns' plus those of
+    its conversation-level judges (``conversation_judge_*``).
 
     ``conversation_metrics`` (``scope: conversation``) follow the roll-up of the
     per-turn metrics in ``metric_results``; the case passes only if they pass. A
@@ -524,6 +617,10 @@ def build_case_result(
         "duration_ms": duration_ms,
         "token_usage": TokenUsage.sum([t.token_usage for t in turns]),
         "cost_usd": sum_costs(t.cost_usd for t in turns),
+        "judge_token_usage": sum_usages(
+            [*(t.judge_token_usage for t in turns), conversation_judge_usage]
+        ),
+        "judge_cost_usd": sum_costs([*(t.judge_cost_usd for t in turns), conversation_judge_cost]),
         "metric_results": [*rollup_metrics(turns), *conversation],
         "warnings": [*warnings, *(w for t in turns for w in t.warnings)],
     }

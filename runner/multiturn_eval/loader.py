@@ -37,6 +37,9 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import ConfigError, ConfigIssue, YamlSyntaxError
 from .grading.evaluators import parse_ground_truth_number
+from .grading.judges.evaluate import JudgeTexts
+from .grading.judges.prompt import template_problem
+from .grading.judges.service import PACKAGES, JudgeConfigProblem, merge_levels, resolve
 from .imports import add_import_paths, resolve_callable
 from .secrets import is_secret_name, is_secret_value
 from .suite import (
@@ -46,6 +49,8 @@ from .suite import (
     URL_PATTERN,
     CodeEvaluation,
     Evaluation,
+    JudgeConfig,
+    JudgeEvaluation,
     StandardEvaluation,
     Suite,
     TestCase,
@@ -74,6 +79,14 @@ class LoadedSuite:
     factory: Callable[..., Any] | None = None
     secrets: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    judge_texts: JudgeTexts = field(default_factory=lambda: JudgeTexts({}))
+    """The judges' ``rubric_file`` / ``prompt_file`` texts, read at load (as written -> text)."""
+    judge_endpoints: set[tuple[str, str | None, str, str | None]] = field(default_factory=set)
+    """(backend, base_url, api_key, api_version) of every judge the suite calls: their
+    clients are built before the run (as the agent backends' are)."""
+    judge_models: dict[str, tuple[str | int, ...]] = field(default_factory=dict)
+    """Every judge model the suite calls -> where it is first used (``--max-cost`` needs
+    their prices, :func:`multiturn_eval.spend.price_issues`)."""
     json_schemas: dict[str, Any] = field(default_factory=dict)
     """``schema_file`` (as written) -> the JSON Schema read from it at load"""
     _validators: dict[int, Any] = field(default_factory=dict, repr=False)
@@ -324,7 +337,9 @@ def _substitute(
         ]
     if not isinstance(value, str) or "$" not in value:
         return value
-    secret_field = len(path) >= 2 and path[0] == "agent" and path[1] in ("api_key", "headers")
+    secret_field = (
+        len(path) >= 2 and path[0] == "agent" and path[1] in ("api_key", "headers")
+    ) or (len(path) >= 2 and path[-1] == "api_key" and path[-2] == "judge")
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -463,10 +478,12 @@ def _read(path: Path, shown: str) -> str:
         raise ConfigError(ConfigIssue(message, file=shown)) from None
 
 
-def load_suite(path: Path, env: Mapping[str, str]) -> LoadedSuite:
+def load_suite(path: Path, env: Mapping[str, str], *, judges_called: bool = True) -> LoadedSuite:
     """Load and validate one suite file; raise ConfigError with all its problems.
 
     ``env`` is the environment as the entry point read it (for ``${VAR}``).
+    ``judges_called=False`` (``regrade`` without ``--rejudge``, which reuses the
+    recorded verdicts): an LLM judge's API key need not resolve.
     """
     shown = display_path(path)
     text = _read(path, shown)
@@ -505,6 +522,8 @@ def load_suite(path: Path, env: Mapping[str, str]) -> LoadedSuite:
     )
     add_import_paths([path.parent, Path.cwd()])
     issues.extend(_resolve(loaded, locator))
+    if not issues:
+        issues.extend(_check_judges(loaded, locator, env, judges_called))
     if issues:
         raise ConfigError(issues)
     return loaded
@@ -536,8 +555,34 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
         except ValueError as exc:
             issues.append(locator.issue(("agent", "factory"), str(exc)))
 
+    judge_files: dict[str, str] = {}
+
+    def read_judge_file(name: str, path: Path_, template: bool) -> None:
+        if name in judge_files:
+            return
+        target = base / name
+        try:
+            text = read_text(target)
+        except ValueError as exc:
+            issues.append(locator.issue(path, f"{exc}: {target}"))
+            return
+        if template:
+            problem = template_problem(text)
+            if problem is not None:
+                issues.append(locator.issue(path, f"{problem}: {target}"))
+                return
+        elif not text.strip():
+            issues.append(locator.issue(path, f"the rubric file is empty: {target}"))
+            return
+        judge_files[name] = text
+
     def check_evaluations(evaluations: Iterable[Evaluation] | None, path: Path_) -> None:
         for j, evaluation in enumerate(evaluations or []):
+            if isinstance(evaluation, JudgeEvaluation):
+                if evaluation.rubric_file is not None:
+                    read_judge_file(evaluation.rubric_file, (*path, j, "rubric_file"), False)
+                if evaluation.prompt_file is not None:
+                    read_judge_file(evaluation.prompt_file, (*path, j, "prompt_file"), True)
             if (
                 isinstance(evaluation, StandardEvaluation)
                 and evaluation.schema_file is not None
@@ -594,6 +639,108 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
                                 "(e.g. metric: equality)",
                             )
                         )
+    loaded.judge_texts = JudgeTexts(judge_files)
+    return issues
+
+
+def _check_judges(
+    loaded: LoadedSuite, locator: _Locator, env: Mapping[str, str], judges_called: bool = True
+) -> list[ConfigIssue]:
+    """Every judge a turn (or a conversation) will call, after merging its levels.
+
+    Checks the model is named, the API key resolves (``${VAR}`` or the backend's
+    environment variable), the backend's package is installed, and that
+    ``use_ground_truth: true`` meets a ground truth. Checked before any agent is
+    called, so a judge block that cannot work is exit 2, not a run of errored metrics.
+    """
+    import importlib.util
+
+    suite = loaded.suite
+    issues: list[ConfigIssue] = []
+    seen: set[tuple[Path_, str]] = set()
+    done: set[tuple[int, int, int]] = set()
+    packages: dict[str, bool] = {}
+    keys_missing: set[str] = set()
+
+    def add(where: Path_, message: str) -> None:
+        if (where, message) not in seen:
+            seen.add((where, message))
+            issues.append(locator.issue(where, message))
+
+    def check(
+        evaluation: JudgeEvaluation,
+        levels: tuple[JudgeConfig | None, ...],
+        where: Path_,
+        note: str,
+    ) -> None:
+        marker = (*(id(level) for level in levels[1:]), id(evaluation))
+        if marker in done:
+            return
+        done.add(marker)  # type: ignore[arg-type]
+        try:
+            judge = resolve(merge_levels(*levels, evaluation.judge), env)
+        except JudgeConfigProblem as exc:
+            if exc.field == "judge.api_key" and not judges_called:
+                return  # a regrade reusing recorded verdicts calls no judge
+            if exc.field == "judge.api_key":  # one missing key is said once, where first met
+                if str(exc) in keys_missing:
+                    return
+                keys_missing.add(str(exc))
+            add((*where, *exc.field.split(".")), f"{exc}{note}")
+            return
+        loaded.judge_endpoints.add(
+            (judge.backend, judge.base_url, judge.api_key, judge.api_version)
+        )
+        loaded.judge_models.setdefault(judge.model, where)
+        if is_secret_value(judge.api_key):  # a key written into the suite is redacted too
+            loaded.secrets.add(judge.api_key)
+        package = PACKAGES[judge.backend]
+        if package not in packages:
+            packages[package] = importlib.util.find_spec(package) is not None
+        if not packages[package]:
+            hint = (
+                "pip install 'multiturn-eval[openai]'"
+                if package == "openai"
+                else "pip install 'anthropic>=2'"
+            )
+            add(
+                (*where, "judge", "backend"),
+                f"the {judge.backend} judge needs the package '{package}', which is not "
+                f"installed; install it with: {hint}",
+            )
+
+    for i, case in enumerate(suite.test_cases):
+        case_path: Path_ = ("test_cases", i)
+        for j, evaluation in enumerate(case.conversation_evaluations or []):
+            if not isinstance(evaluation, JudgeEvaluation):
+                continue
+            where: Path_ = (*case_path, "conversation_evaluations", j)
+            if evaluation.use_ground_truth:
+                add(
+                    (*where, "use_ground_truth"),
+                    "a conversation judge sees the transcript; use_ground_truth applies to "
+                    "a turn's judges",
+                )
+            check(evaluation, (suite.judge, case.judge, None), where, "")
+        for t, turn in enumerate(case.effective_turns()):
+            turn_path: Path_ = case_path if case.is_legacy else (*case_path, "turns", t)
+            if turn.evaluations is not None:
+                level, level_path = turn.evaluations, (*turn_path, "evaluations")
+            elif case.evaluations is not None:
+                level, level_path = case.evaluations, (*case_path, "evaluations")
+            else:
+                level, level_path = suite.evaluations, ("evaluations",)
+            for j, evaluation in enumerate(level):
+                if not isinstance(evaluation, JudgeEvaluation):
+                    continue
+                if evaluation.use_ground_truth is True and turn.ground_truth is None:
+                    add(
+                        (*turn_path, "ground_truth"),
+                        f"the judge '{evaluation.metric_name}' has use_ground_truth: true, but "
+                        "this turn has no ground_truth",
+                    )
+                note = f" (for {_format_path(turn_path)})" if level_path[0] == "evaluations" else ""
+                check(evaluation, (suite.judge, case.judge, turn.judge), (*level_path, j), note)
     return issues
 
 
@@ -663,14 +810,16 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def load_suites(paths: Sequence[Path], env: Mapping[str, str]) -> list[LoadedSuite]:
+def load_suites(
+    paths: Sequence[Path], env: Mapping[str, str], *, judges_called: bool = True
+) -> list[LoadedSuite]:
     """Load every file; raise one ConfigError listing the problems of all of them."""
     loaded: list[LoadedSuite] = []
     errors: list[ConfigError] = []
     with gc_paused():
         for path in paths:
             try:
-                loaded.append(load_suite(path, env))
+                loaded.append(load_suite(path, env, judges_called=judges_called))
             except ConfigError as exc:
                 errors.append(exc)
     if errors:

@@ -288,6 +288,7 @@ def regrade(
         backend_factory=regrader.backend,
         finish_case=regrader.fix,
         finish_report=regrader.annotate,
+        judges_called=rejudge,
     )
     token = RECORDED_JUDGEMENTS.set(None if rejudge else _Recorded(regrader.state))
     try:

@@ -59,7 +59,7 @@ class MetricResult(_Model):
     """One metric on one turn, or rolled up over a test case's turns."""
 
     metric_name: str
-    kind: Literal["standard", "code"]
+    kind: Literal["standard", "code", "judge"]
     score: float | None = None
     threshold: float | None = None
     passed: bool
@@ -104,6 +104,12 @@ class TurnResult(_Model):
     duration_ms: float = 0.0
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     cost_usd: float | None = None
+    judge_token_usage: TokenUsage | None = omitted_when_none(
+        "Tokens the LLM judges of this turn used (not in token_usage, which is the agent's)."
+    )
+    judge_cost_usd: float | None = omitted_when_none(
+        "What the LLM judges of this turn cost (not in cost_usd); absent when no price is known."
+    )
 
     def failed_checks(self) -> list[str]:
         """Every reason this turn failed, in words, most telling first."""
@@ -165,6 +171,8 @@ class CaseRun(_Model):
     duration_ms: float = 0.0
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     cost_usd: float | None = None
+    judge_token_usage: TokenUsage | None = omitted_when_none("This run's LLM-judge tokens.")
+    judge_cost_usd: float | None = omitted_when_none("What this run's LLM judges cost.")
     metric_results: list[MetricResult] = Field(default_factory=list)
     turns: list[TurnResult] = Field(default_factory=list)
     """This run's turns (a legacy single-turn case: its one turn)."""
@@ -189,6 +197,12 @@ class CaseResult(_Model):
     token_usage: TokenUsage = Field(default_factory=TokenUsage)
     cost_usd: float | None = None
     metric_results: list[MetricResult] = Field(default_factory=list)
+    judge_token_usage: TokenUsage | None = omitted_when_none(
+        "Tokens the LLM judges of this test case used, all turns (not in token_usage)."
+    )
+    judge_cost_usd: float | None = omitted_when_none(
+        "What the LLM judges of this test case cost (not in cost_usd)."
+    )
     turns: list[TurnResult] | None = None
     """Absent for legacy single-turn test cases, whose one turn is flattened below."""
     # Legacy single-turn test cases: the turn's fields at case level.
@@ -227,6 +241,8 @@ class CaseResult(_Model):
                 duration_ms=self.duration_ms,
                 token_usage=self.token_usage,
                 cost_usd=self.cost_usd,
+                judge_token_usage=self.judge_token_usage,
+                judge_cost_usd=self.judge_cost_usd,
             )
         ]
 
@@ -287,6 +303,12 @@ class Summary(_Model):
     )
     mean_cost_per_case_run: float | None = omitted_when_none(
         "With --repeat K > 1: cost_usd / case_runs (None when no cost was known)."
+    )
+    judge_token_usage: TokenUsage | None = omitted_when_none(
+        "Tokens every LLM judge of the run used (not in token_usage, which is the agents')."
+    )
+    judge_cost_usd: float | None = omitted_when_none(
+        "What the LLM judges of the run cost (not in cost_usd)."
     )
 
 
@@ -507,6 +529,12 @@ def sum_costs(costs: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
+def sum_usages(usages: Iterable[TokenUsage | None]) -> TokenUsage | None:
+    """The element-wise sum of the usages given; None when every one is None (no judge ran)."""
+    known = [u for u in usages if u is not None]
+    return TokenUsage.sum(known) if known else None
+
+
 def case_outcome(
     passed: bool, skipped: bool, turns: Sequence[TurnResult], errors: Sequence[str]
 ) -> Outcome:
@@ -571,6 +599,8 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
         metrics=metrics,
         repeat=repeat,
         mean_cost_per_case_run=mean_cost,
+        judge_token_usage=sum_usages(c.judge_token_usage for c in results),
+        judge_cost_usd=sum_costs(c.judge_cost_usd for c in results),
     )
 
 
@@ -692,6 +722,8 @@ def aggregate_runs(
             "duration_ms": sum(r.duration_ms for r in finished),
             "token_usage": TokenUsage.sum([r.token_usage for r in finished]),
             "cost_usd": sum_costs(r.cost_usd for r in finished),
+            "judge_token_usage": sum_usages(r.judge_token_usage for r in finished),
+            "judge_cost_usd": sum_costs(r.judge_cost_usd for r in finished),
             "warnings": warnings,
             "repeat": summary,
             "runs": [case_run(i, r) for i, r in indexed],
@@ -709,6 +741,8 @@ def case_run(run_index: int, result: CaseResult) -> CaseRun:
         duration_ms=result.duration_ms,
         token_usage=result.token_usage,
         cost_usd=result.cost_usd,
+        judge_token_usage=result.judge_token_usage,
+        judge_cost_usd=result.judge_cost_usd,
         metric_results=result.metric_results,
         turns=result.all_turns(),
     )

@@ -41,6 +41,7 @@ from .secrets import Redactor, secrets_in
 
 if TYPE_CHECKING:
     from .backends.base import Backend
+    from .grading.judges.service import JudgeService
     from .loader import LoadedSuite
     from .reports.console import Console
     from .results import CaseResult, Report
@@ -87,6 +88,8 @@ class RunOptions:
     finish_case: Callable[[CaseResult], CaseResult] | None = None
     """Rewrites each finished result before anyone sees it: the console, ``results.jsonl``,
     ``on_result`` and the report (regrade marks what it could not grade). Must be idempotent."""
+    judges_called: bool = True
+    """False for a regrade that reuses recorded judge verdicts: judge API keys need not resolve."""
     finish_report: Callable[[Report], None] | None = None
     """Amends the final report before it is written (regrade adds its block)."""
     shard: ShardSpec | None = None
@@ -330,6 +333,8 @@ class _Pipeline:
         """``--shard``: the report's ``run.shard`` and ``run.suite_hashes``."""
         self.kept: dict[tuple[int, int], CaseResult] = {}
         """``--keep-passed``: earlier results carried into this report."""
+        self.judges: JudgeService | None = None
+        """The run's LLM-judge clients and de-duplication cache (built with the backends)."""
 
     # ------------------------------------------------------------------ reports
 
@@ -405,7 +410,9 @@ class _Pipeline:
 
         expanded = expand_suites(paths)
         self.suite_paths = [display_path(p) for p in expanded]
-        suites = load_suites(expanded, self.environment.variables)
+        suites = load_suites(
+            expanded, self.environment.variables, judges_called=self.options.judges_called
+        )
         missing = [issue for s in suites if (issue := backend_issue(s)) is not None]
         if missing and self.options.backend_factory is None:  # a replay needs no SDK
             raise ConfigError(missing)
@@ -452,6 +459,12 @@ class _Pipeline:
 
         make = self.options.backend_factory or create_backend
         backends = [make(p.loaded, p.settings) for p in plan]  # missing SDK: exit 2
+        endpoints = {e for p in plan for e in p.loaded.judge_endpoints}
+        if endpoints:  # the judges' clients (and SDKs) are built now, not in the first judged turn
+            from .grading.judges.service import JudgeService
+
+            self.judges = JudgeService(timeout=self.run_settings.turn_timeout)
+            self.judges.prepare(endpoints)
         secrets: set[str] = set()
         for planned, backend in zip(plan, backends, strict=True):
             secrets |= planned.loaded.secrets
@@ -585,12 +598,19 @@ class _Pipeline:
         self.guard.ping = ping
         if self.guard.interrupted:  # a signal came before the loop started
             stop()
+        from .grading.judges.service import JUDGES, JudgeService
+
+        # one judge service per run: its de-duplication cache and clients live as long as the run
+        judges = self.judges or JudgeService(timeout=self.run_settings.turn_timeout)
+        judges_token = JUDGES.set(judges)
         try:
             await run_plan(state, backends, on_result)
         except asyncio.CancelledError:
             if state.stop_reason is None:
                 raise
         finally:
+            JUDGES.reset(judges_token)
+            await judges.aclose()
             self.guard.on_stop = None
             self.guard.ping = None
 

@@ -44,8 +44,7 @@ PRICED_BACKENDS = frozenset({"anthropic", "semantic-kernel", "openai"})
 def spend_of(case: CaseResult) -> float:
     """The estimated spend of one finished test case, in US dollars (agent and judges)."""
     agent = sum(run.cost_usd or 0.0 for run in case.runs) if case.runs else case.cost_usd or 0.0
-    judges = getattr(case, "judge_cost_usd", None)
-    return agent + (judges if isinstance(judges, int | float) else 0.0)
+    return agent + (case.judge_cost_usd or 0.0)
 
 
 def cap_reason(cap: float, spent: float) -> str:
@@ -63,6 +62,7 @@ def cap_notice(cap: float, spent: float, not_started: int) -> str:
 
 def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[str]]:
     """(configuration errors, warnings) of a capped run's suites, before anything runs."""
+    from .loader import _format_path as format_path
     from .pricing import price_for
 
     issues: list[ConfigIssue] = []
@@ -72,6 +72,18 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
         if cap is None or not planned.indices:
             continue
         loaded = planned.loaded
+        for model, where in loaded.judge_models.items():
+            if price_for(model, loaded.suite.pricing) is None:
+                issues.append(
+                    ConfigIssue(
+                        f"judge model {model!r} has no known price, so a spend cap "
+                        f"(${cap:.2f}) cannot be kept; give its price under 'pricing:' (US "
+                        "dollars per million tokens: input, output), or drop --max-cost",
+                        file=loaded.display_path,
+                        line=loaded.document.line_of(where),
+                        field=format_path(where),
+                    )
+                )
         agent = loaded.suite.agent
         if agent.backend not in PRICED_BACKENDS:
             warnings.append(

@@ -57,6 +57,7 @@ UNION_TAGS = frozenset(
         "tool-spec",
         "standard",
         "code",
+        "judge",
         "python",
         "http",
         "anthropic",
@@ -520,7 +521,116 @@ class CodeEvaluation(_Strict):
         return self.name or self.grader.rsplit(":", 1)[1].rsplit(".", 1)[-1]
 
 
-Evaluation = Annotated[StandardEvaluation | CodeEvaluation, Field(discriminator="type")]
+class RetryConfig(_Strict):
+    """Capped retries of transient provider errors (429, 529, 5xx, connection errors)."""
+
+    max_attempts: int = Field(
+        default=4, ge=1, le=20, description="Attempts in all, first included."
+    )
+    initial_delay: float = Field(default=1.0, ge=0, description="Seconds before the first retry.")
+    max_delay: float = Field(default=20.0, ge=0, description="Cap on one backoff wait.")
+    max_retry_after: float = Field(
+        default=60.0, ge=0, description="Cap on an honoured retry-after; longer waits give up."
+    )
+
+
+# ---------------------------------------------------------------------------- judges
+
+JudgeScale = Literal["pass_fail", "0-1", "1-5"]
+
+#: the threshold a scale uses when the evaluation gives none (score >= threshold passes)
+DEFAULT_THRESHOLDS: dict[str, float] = {"0-1": 0.5, "1-5": 3.0}
+_SCALE_RANGES: dict[str, tuple[float, float]] = {"0-1": (0.0, 1.0), "1-5": (1.0, 5.0)}
+
+
+class JudgeConfig(_Strict):
+    """The model that grades a ``type: judge`` evaluation; every key optional at every level.
+
+    Levels merge key by key, innermost wins: the evaluation's own ``judge:``, then the
+    turn's, the test case's, the suite's top-level ``judge:``. After merging, ``model``
+    is required; ``backend`` defaults to anthropic, ``temperature`` to 0, ``max_tokens``
+    to 1024, ``api_key`` to ANTHROPIC_API_KEY / OPENAI_API_KEY.
+    """
+
+    backend: Literal["anthropic", "openai"] | None = Field(
+        default=None, description="Default: anthropic."
+    )
+    model: str | None = Field(default=None, min_length=1)
+    base_url: str | None = Field(
+        default=None,
+        pattern=URL_PATTERN,
+        description="Default: ANTHROPIC_BASE_URL / OPENAI_BASE_URL, else the provider's.",
+    )
+    api_key: str | None = Field(
+        default=None, description="Default: ANTHROPIC_API_KEY / OPENAI_API_KEY."
+    )
+    api_version: str | None = Field(
+        default=None,
+        description="openai only: an Azure OpenAI api-version (base_url is the Azure endpoint).",
+    )
+    temperature: float | None = Field(default=None, ge=0, description="Default: 0.")
+    max_tokens: int | None = Field(default=None, ge=1, description="Default: 1024.")
+    retry: RetryConfig | None = None
+
+
+class JudgeEvaluation(_Strict):
+    """An LLM judge grading the reply against a rubric (structured verdict)."""
+
+    type: Literal["judge"]
+    name: str | None = Field(default=None, description="Metric name in reports; default: judge.")
+    rubric: str | None = Field(default=None, min_length=1)
+    rubric_file: str | None = Field(
+        default=None, description="Path relative to the suite file; read at load."
+    )
+    use_ground_truth: bool | None = Field(
+        default=None,
+        description=(
+            "Show the turn's ground_truth to the judge as the reference answer. Default: yes "
+            "when the turn has one; true on a turn without one is an error."
+        ),
+    )
+    scale: JudgeScale = "pass_fail"
+    threshold: float | None = Field(
+        default=None,
+        description="0-1: default 0.5; 1-5: default 3; pass_fail: not used (the verdict decides).",
+    )
+    prompt_file: str | None = Field(
+        default=None,
+        description="Replaces the packaged prompt template (path relative to the suite).",
+    )
+    judge: JudgeConfig | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> JudgeEvaluation:
+        if (self.rubric is None) == (self.rubric_file is None):
+            raise at_path(("rubric",), "give exactly one of 'rubric' and 'rubric_file'")
+        if self.threshold is not None:
+            if self.scale == "pass_fail":
+                raise at_path(
+                    ("threshold",), "scale: pass_fail has no threshold (the verdict decides)"
+                )
+            low, high = _SCALE_RANGES[self.scale]
+            if not low <= self.threshold <= high:
+                raise at_path(
+                    ("threshold",),
+                    f"must be within [{low:g}, {high:g}] for scale {self.scale}; got {self.threshold!r}",
+                )
+        return self
+
+    @property
+    def metric_name(self) -> str:
+        return self.name or "judge"
+
+    @property
+    def effective_threshold(self) -> float | None:
+        if self.scale == "pass_fail":
+            return None
+        return self.threshold if self.threshold is not None else DEFAULT_THRESHOLDS[self.scale]
+
+
+Evaluation = Annotated[
+    StandardEvaluation | CodeEvaluation | JudgeEvaluation, Field(discriminator="type")
+]
 
 
 def _unique_metric_names(evaluations: list[Evaluation] | None) -> list[Evaluation] | None:
@@ -552,6 +662,7 @@ TURN_KEYS = (
     "evaluations",
     "files",
     "retrieval_context",
+    "judge",
     "forbidden_tools",
     "tool_order",
     "args_mode",
@@ -572,6 +683,9 @@ class Turn(BaseModel):
     evaluations: list[Evaluation] | None = None
     files: list[FileRef] = Field(default_factory=list)
     retrieval_context: list[ScalarText] | None = None
+    judge: JudgeConfig | None = Field(
+        default=None, description="Overrides the judge settings for this turn's judges."
+    )
     forbidden_tools: list[Annotated[str, Field(min_length=1)]] | None = Field(
         default=None,
         description="A call in this turn whose name contains one of these fails the turn.",
@@ -649,6 +763,9 @@ class TestCase(_Strict):
         description="Free-form data for this case's agent factory, tools (CaseContext) and graders.",
     )
     evaluations: list[Evaluation] | None = None
+    judge: JudgeConfig | None = Field(
+        default=None, description="Overrides the suite's judge settings for this test case."
+    )
     conversation_evaluations: list[Evaluation] | None = Field(
         default=None,
         description=(
@@ -737,19 +854,6 @@ class ToolSpec(_Strict):
     function: str = Field(pattern=CALLABLE_PATTERN, description="module.path:callable")
     name: str | None = Field(default=None, description="Default: the callable's name.")
     description: str | None = Field(default=None, description="Default: the docstring.")
-
-
-class RetryConfig(_Strict):
-    """Capped retries of transient provider errors (429, 529, 5xx, connection errors)."""
-
-    max_attempts: int = Field(
-        default=4, ge=1, le=20, description="Attempts in all, first included."
-    )
-    initial_delay: float = Field(default=1.0, ge=0, description="Seconds before the first retry.")
-    max_delay: float = Field(default=20.0, ge=0, description="Cap on one backoff wait.")
-    max_retry_after: float = Field(
-        default=60.0, ge=0, description="Cap on an honoured retry-after; longer waits give up."
-    )
 
 
 class _AgentCommon(_Strict):
@@ -889,6 +993,9 @@ class Suite(_Strict):
     name: str | None = Field(default=None, description="Default: the file name without extension.")
     agent: AgentConfig
     evaluations: list[Evaluation] = Field(default_factory=list)
+    judge: JudgeConfig | None = Field(
+        default=None, description="Default judge settings of every type: judge evaluation."
+    )
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     pricing: dict[str, ModelPrice] = Field(
         default_factory=dict, description="Overrides the built-in price table, by model id."

@@ -66,6 +66,7 @@ __all__ = [
     "text",
     "tool_uses",
     "unauthorized",
+    "verdict",
 ]
 
 API_KEY = "sk-ant-test-key-0123456789"
@@ -333,15 +334,35 @@ def echo(request: Request) -> Message:
     return text(said, Usage(10, 5))
 
 
-RESPONDERS = {"tool-then-answer": tool_then_answer, "echo": echo}
+def verdict(usage: Usage | None = None, **fields: Any) -> Message:
+    """A judge's structured verdict: one forced ``record_verdict`` tool call with ``fields``."""
+    return Message(tool_uses=[ToolUse("record_verdict", fields)], usage=usage or Usage(200, 30))
+
+
+def judge_pass(request: Request) -> Message:
+    """A judge that passes every reply (usage 200 in, 30 out)."""
+    return verdict(verdict="pass", reason="The reply meets the rubric.")
+
+
+RESPONDERS = {"tool-then-answer": tool_then_answer, "echo": echo, "judge-pass": judge_pass}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--responder", choices=sorted(RESPONDERS), default="tool-then-answer")
     parser.add_argument("--api-key", default=API_KEY)
+    parser.add_argument(
+        "--latency", type=float, default=0.0, help="seconds before each reply (a model's latency)"
+    )
     args = parser.parse_args(argv)
-    fake = FakeAnthropic(RESPONDERS[args.responder], api_key=args.api_key).start()
+    responder = RESPONDERS[args.responder]
+    if args.latency > 0:
+        base, latency = responder, args.latency
+
+        def responder(request: Request) -> Any:
+            return Slow(latency, base(request))
+
+    fake = FakeAnthropic(responder, api_key=args.api_key).start()
     print(fake.url, flush=True)
     try:
         sys.stdin.read()  # until the parent closes our stdin

@@ -13,6 +13,10 @@ evaluation by its type:
   :class:`~multiturn_eval.types.ConversationContext` instead of a
   GraderContext; the same result rules, ``grader_timeout`` and guarded call as a
   per-turn code grader (:func:`~multiturn_eval.grading.evaluators.run_code_grader`);
+- ``type: judge``: an LLM judge sees the whole transcript (every turn's input
+  and reply; a turn without a reply says why) and grades it against its rubric
+  (:class:`~multiturn_eval.grading.judges.ConversationJudging`, which also
+  collects the judge's usage for the test case);
 - ``type: standard`` is refused when the suite loads (a response check belongs
   to a turn).
 """
@@ -20,12 +24,15 @@ evaluation by its type:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..results import MetricResult, TurnResult
-from ..suite import CodeEvaluation, Evaluation
+from ..suite import CodeEvaluation, Evaluation, JudgeEvaluation
 from ..types import ConversationContext, ConversationTurn, read_only
 from .evaluators import run_code_grader
+
+if TYPE_CHECKING:
+    from .judges import ConversationJudging
 
 CONVERSATION = "conversation"
 """The ``scope`` of a conversation-level metric result."""
@@ -83,10 +90,16 @@ async def evaluate_conversation(
     *,
     graders: Mapping[str, Callable[..., Any]],
     grader_timeout: float | None,
+    judging: ConversationJudging | None = None,
 ) -> MetricResult:
-    """One conversation evaluation on a finished conversation; never raises for user code."""
+    """One conversation evaluation on a finished conversation; never raises for user code.
+
+    A judge's 401/403 (FatalBackendError) is raised: it stops the run.
+    """
     if isinstance(spec, CodeEvaluation):
         result = await run_code_grader(spec, graders[spec.grader], ctx, grader_timeout)
+    elif isinstance(spec, JudgeEvaluation) and judging is not None:
+        result = await judging.judge(spec, ctx)
     else:  # the suite model refuses other types in conversation_evaluations
         result = MetricResult(
             metric_name=spec.metric_name,

@@ -6,9 +6,11 @@ run again; LLM judges cost money, so unless ``--rejudge`` is given a judged
 metric takes its verdict from the report instead of calling the judge model.
 
 The regrade driver sets :data:`RECORDED_JUDGEMENTS` for the whole run (tasks
-inherit it); the judge evaluation looks its verdict up there first and calls
-the judge only when the lookup gives nothing (no recorded verdict, or
-``--rejudge``). Outside a regrade it is None and judges are always called.
+inherit it) unless ``--rejudge``; while it is set, a judged metric takes its
+recorded verdict, and one the report has no verdict for (a judge added since,
+a turn not judged before) is a metric error saying so: a regrade without
+``--rejudge`` never calls a judge, and needs no judge API key. Outside a
+regrade (and with ``--rejudge``) it is None and judges are always called.
 """
 
 from __future__ import annotations

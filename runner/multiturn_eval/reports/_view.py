@@ -20,7 +20,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from ..results import CaseResult, Report, TurnResult
-from ..types import ToolInvocation
+from ..types import TokenUsage, ToolInvocation
 from .redact import strip_control
 
 TurnStatus = Literal["passed", "failed", "error", "skipped"]
@@ -224,6 +224,14 @@ def duration(ms: float) -> str:
         return f"{minutes}m {sec:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h {minutes:02d}m"
+
+
+def judge_usage(usage: TokenUsage | None, usd: float | None) -> str | None:
+    """``1,234 judge tokens, est. $0.0012`` (None when no LLM judge ran)."""
+    if usage is None:
+        return None
+    text = f"{usage.total_tokens:,} judge tokens"
+    return text + (f", est. {cost(usd)}" if usd is not None else "")
 
 
 def cost(usd: float | None) -> str:

@@ -241,7 +241,8 @@ class Console:
         turns = f"turns: {s.turns.passed}/{s.turns.total} passed"
         tokens = f"{s.token_usage.total_tokens:,} tokens" if s.token_usage.total_tokens else ""
         cost = f"est. {v.cost(s.cost_usd)}" if s.cost_usd is not None else ""
-        extra = "; ".join(p for p in (turns, tokens, cost) if p)
+        judged = v.judge_usage(s.judge_token_usage, s.judge_cost_usd) or ""
+        extra = "; ".join(p for p in (turns, tokens, cost, judged) if p)
         state = (
             ""
             if report.run.complete

@@ -110,6 +110,9 @@ def _turn_meta(turn: TurnResult) -> str:
         parts.append(f"{turn.token_usage.total_tokens:,} tokens")
     if turn.cost_usd is not None:
         parts.append(f"${turn.cost_usd:.4f}")
+    judged = v.judge_usage(turn.judge_token_usage, turn.judge_cost_usd)
+    if judged:
+        parts.append(judged)
     return " · ".join(parts)
 
 
@@ -202,6 +205,9 @@ def _case_view(case: CaseResult, index: int, static: bool) -> dict[str, Any]:
         where.append(f"{case.token_usage.total_tokens:,} tokens")
     if case.cost_usd is not None:
         where.append(v.cost(case.cost_usd))
+    judged = v.judge_usage(case.judge_token_usage, case.judge_cost_usd)
+    if judged:
+        where.append(judged)
     turn_errors = {e for t in turns for e in t.errors}
     notes = [{"cls": "fail", "text": v.clean(e)} for e in case.errors if e not in turn_errors]
     notes += [{"cls": "fail", "text": v.clean(text)} for text in v.conversation_lines(case)]
@@ -436,6 +442,12 @@ def render_html(report: Report) -> str:
             "tokens": f"{s.token_usage.total_tokens:,}",
             "cost": v.cost(s.cost_usd),
             "duration": v.duration(report.run.duration_ms),
+            "judge": None
+            if s.judge_token_usage is None
+            else {
+                "tokens": f"{s.judge_token_usage.total_tokens:,}",
+                "cost": v.cost(s.judge_cost_usd),
+            },
         },
         "notice": (
             v.clean(

@@ -297,6 +297,17 @@ def _totals(report: Report) -> _Totals:
             f" | {r.flaky:,} | {v.cost(s.mean_cost_per_case_run)} |"
         )
         totals.repeat_blank = "  |" * 4
+    if s.judge_token_usage is not None:  # the LLM judges' own row: not in the agent's totals
+        totals.extra_rows.append(
+            _Totals(
+                cases="LLM judges (not in the totals above)",
+                turns="",
+                pass_rate="",
+                tokens=f"{s.judge_token_usage.total_tokens:,}",
+                cost=v.cost(s.judge_cost_usd),
+                duration="",
+            )
+        )
     return totals
 
 
@@ -600,6 +611,9 @@ def _block(case: CaseResult, limits: _Limits) -> _Block:
         stats = f"{md_text(runs)} · turns of run {shown + 1}: " + stats
     if case.token_usage.total_tokens:
         stats += f" · {case.token_usage.total_tokens:,} tokens"
+    judged = v.judge_usage(case.judge_token_usage, case.judge_cost_usd)
+    if judged:
+        stats += f" · {judged}"
     reason = first.reason if first is not None else "failed"
     repeat = v.repeat_reason(case)
     if repeat is not None:

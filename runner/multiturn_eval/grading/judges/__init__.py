@@ -1,0 +1,32 @@
+"""LLM judges (``type: judge``): prompt, structured verdicts, clients, dedup, usage.
+
+See :mod:`.service` for the precedence of the ``judge:`` blocks and de-duplication,
+:mod:`.prompt` for the template and the injection defence, :mod:`.verdict` for
+the verdict schema, :mod:`.evaluate` for the metric.
+"""
+
+from __future__ import annotations
+
+from .evaluate import (
+    ConversationJudging,
+    JudgeResult,
+    JudgeTexts,
+    judge_conversation,
+    judge_turn,
+)
+from .prompt import TranscriptTurn
+from .service import JUDGES, JudgeConfigProblem, JudgeService, merge_levels, resolve
+
+__all__ = [
+    "JUDGES",
+    "ConversationJudging",
+    "JudgeConfigProblem",
+    "JudgeResult",
+    "JudgeService",
+    "JudgeTexts",
+    "TranscriptTurn",
+    "judge_conversation",
+    "judge_turn",
+    "merge_levels",
+    "resolve",
+]

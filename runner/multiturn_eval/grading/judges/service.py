@@ -1,0 +1,244 @@
+"""Judge settings after merging levels, and the run-wide judge service (clients, dedup).
+
+Precedence (innermost wins), merged key by key::
+
+    evaluation's judge:  >  turn's judge:  >  test case's judge:  >  suite's judge:
+
+A key left out at one level comes from the next level out; then the defaults:
+``backend: anthropic``, ``temperature: 0``, ``max_tokens: 1024``, ``retry:`` the
+usual capped policy, ``api_key``/``base_url`` from ``ANTHROPIC_API_KEY`` /
+``ANTHROPIC_BASE_URL`` (``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` for ``openai``),
+read from the run's environment. ``model`` must be named at some level.
+
+Why the evaluation's own block wins over the turn's override: the keys an
+evaluation sets are part of what that metric *is* (a rubric tuned for one
+model, a judge that needs more ``max_tokens``); a turn's ``judge:`` is a default
+for the judges of that turn. Keys merge one by one, so a turn's ``model:`` still
+reaches every evaluation that does not name its own model; and a turn that wants
+another judge for one metric gives itself its own ``evaluations:`` (which replace
+the inherited ones, as for every evaluation).
+
+De-duplication: within a run an identical judge request (same backend, endpoint,
+key, model, temperature, max_tokens, scale and prompt text) is one call; concurrent
+identical requests wait for the same in-flight call. Only the turn that made the
+call counts its usage and cost; the others show ``details.deduplicated: true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import BackendError, FatalBackendError
+from ...retry import RetryPolicy, Sleep, request_timeout, turn_deadline
+from ...suite import JudgeConfig, RetryConfig
+from ...types import TokenUsage
+from .clients import JudgeClient, JudgeRequest, RawReply, make_client
+
+DEFAULT_BACKEND = "anthropic"
+DEFAULT_TEMPERATURE = 0.0
+DEFAULT_MAX_TOKENS = 1024
+ENV_KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+ENV_URLS = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+PACKAGES = {"anthropic": "anthropic", "openai": "openai"}
+JUDGE_FIELDS = tuple(JudgeConfig.model_fields)
+
+
+class JudgeConfigProblem(ValueError):
+    """A judge block that cannot be used after merging; ``field`` is the key at fault."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class ResolvedJudge:
+    backend: str
+    model: str
+    base_url: str | None
+    api_key: str
+    api_version: str | None
+    temperature: float
+    max_tokens: int
+    retry: RetryConfig
+
+
+def merge_levels(*levels: JudgeConfig | None) -> dict[str, Any]:
+    """The keys set at any level, outermost first in ``levels`` (later levels win)."""
+    merged: dict[str, Any] = {}
+    for level in levels:
+        if level is None:
+            continue
+        for key in level.model_fields_set:
+            value = getattr(level, key)
+            if value is not None:
+                merged[key] = value
+    return merged
+
+
+def resolve(merged: Mapping[str, Any], env: Mapping[str, str]) -> ResolvedJudge:
+    """The judge to call; JudgeConfigProblem when a required key is missing."""
+    backend = merged.get("backend") or DEFAULT_BACKEND
+    model = merged.get("model")
+    if not model:
+        raise JudgeConfigProblem(
+            "no judge model: name one in judge: {model: ...} (evaluation, turn, test case "
+            "or the suite's top-level judge:)",
+            "judge.model",
+        )
+    key = merged.get("api_key") or env.get(ENV_KEYS[backend]) or None
+    if key is None:
+        raise JudgeConfigProblem(
+            f"no API key for the {backend} judge: set {ENV_KEYS[backend]} "
+            "(or judge.api_key: ${SOME_VAR})",
+            "judge.api_key",
+        )
+    api_version = merged.get("api_version")
+    if api_version is not None and backend != "openai":
+        raise JudgeConfigProblem(
+            "api_version applies to backend: openai (Azure) only", "judge.api_version"
+        )
+    base_url = merged.get("base_url") or env.get(ENV_URLS[backend]) or None
+    if api_version is not None and base_url is None:
+        raise JudgeConfigProblem(
+            "an Azure OpenAI judge (api_version) needs base_url: the Azure endpoint",
+            "judge.base_url",
+        )
+    return ResolvedJudge(
+        backend=backend,
+        model=model,
+        base_url=base_url,
+        api_key=key,
+        api_version=api_version,
+        temperature=merged.get("temperature", DEFAULT_TEMPERATURE),
+        max_tokens=merged.get("max_tokens", DEFAULT_MAX_TOKENS),
+        retry=merged.get("retry") or RetryConfig(),
+    )
+
+
+@dataclass(frozen=True)
+class JudgeOutcome:
+    """One judge call's result: the raw verdict (or why none), its usage, warnings."""
+
+    reply: RawReply | None
+    error: str | None
+    """A call that failed (after retries): the metric's error."""
+    notes: tuple[str, ...] = ()
+
+
+def request_digest(request: JudgeRequest) -> bytes:
+    """What makes two judge requests the same call, as a SHA-256 digest."""
+    fields = (
+        request.backend,
+        request.model,
+        request.base_url or "",
+        request.api_key,
+        request.api_version or "",
+        repr(float(request.temperature)),
+        str(request.max_tokens),
+        request.scale,
+    )
+    digest = hashlib.sha256("\x00".join(fields).encode())
+    digest.update(b"\x00")
+    digest.update(request.prompt.encode("utf-8", "surrogatepass"))
+    return digest.digest()
+
+
+class JudgeService:
+    """Clients and the de-duplication cache of one run (its lifetime: the run)."""
+
+    def __init__(self, *, timeout: float = 120.0, sleep: Sleep | None = None) -> None:
+        self.timeout = timeout
+        self._sleep = sleep
+        self._clients: dict[tuple[str, str | None, str, str | None], JudgeClient] = {}
+        self._calls: dict[bytes, asyncio.Future[JudgeOutcome]] = {}
+        """Request digest -> its call (in flight or done); digests, not prompts, stay in memory."""
+        self.requests_made = 0
+        """Judge calls actually started (after de-duplication)."""
+
+    def _client(self, request: JudgeRequest) -> JudgeClient:
+        key = (request.backend, request.base_url, request.api_key, request.api_version)
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = make_client(*key, self.timeout)
+        return client
+
+    def prepare(self, endpoints: Iterable[tuple[str, str | None, str, str | None]]) -> None:
+        """Build the clients of these (backend, base_url, api_key, api_version) before the run.
+
+        Importing an SDK and building its client (TLS context included) costs about a
+        tenth of a second: paid while loading, as for the agent backends, not by the
+        first judged turn.
+        """
+        for key in endpoints:
+            if key not in self._clients:
+                self._clients[key] = make_client(*key, self.timeout)
+
+    async def judge(self, request: JudgeRequest, retry: RetryConfig) -> tuple[JudgeOutcome, bool]:
+        """(outcome, fresh): fresh is False when an identical request already made the call.
+
+        FatalBackendError (401/403) is raised to every caller.
+        """
+        key = request_digest(request)
+        future = self._calls.get(key)
+        fresh = future is None
+        if future is None:
+            future = self._calls[key] = asyncio.ensure_future(self._call(request, retry))
+        outcome = await asyncio.shield(future)
+        return outcome, fresh
+
+    async def _call(self, request: JudgeRequest, retry: RetryConfig) -> JudgeOutcome:
+        client = self._client(request)
+        self.requests_made += 1
+        notes: list[str] = []
+        policy = RetryPolicy(retry, sleep=self._sleep)
+
+        def note(error: BackendError, attempt: int, wait: float) -> None:
+            notes.append(f"judge attempt {attempt} failed ({error}); retried after {wait:.2f} s")
+
+        with turn_deadline(self.timeout):
+            try:
+                reply = await policy.run(
+                    lambda: client.call(request, request_timeout(self.timeout)),
+                    client.translate,
+                    on_retry=note,
+                )
+            except FatalBackendError:
+                raise
+            except BackendError as exc:
+                return JudgeOutcome(None, f"the judge call failed: {exc}", tuple(notes))
+        return JudgeOutcome(reply, None, tuple(notes))
+
+    async def aclose(self) -> None:
+        for future in self._calls.values():
+            if not future.done():
+                future.cancel()
+            elif not future.cancelled():
+                future.exception()  # retrieved: no "exception was never retrieved"
+        for client in self._clients.values():
+            with contextlib.suppress(Exception):
+                await client.aclose()
+        self._clients.clear()
+
+
+JUDGES: ContextVar[JudgeService | None] = ContextVar("multiturn_eval_judges", default=None)
+"""The run's judge service; :func:`judge_service` sets it for the run's tasks."""
+
+
+@contextlib.contextmanager
+def judge_service_var(service: JudgeService) -> Iterator[JudgeService]:
+    token = JUDGES.set(service)
+    try:
+        yield service
+    finally:
+        JUDGES.reset(token)
+
+
+def usage_sum(usages: list[TokenUsage]) -> TokenUsage:
+    return TokenUsage.sum(usages)
