@@ -83,8 +83,10 @@ def server(protocol: str | None, workload: Path, latency: float) -> Iterator[str
         yield ""
         return
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.overhead.server", "--protocol", protocol]
-        + ["--workload", str(workload), "--latency", str(latency)],
+        [
+            *(sys.executable, "-m", "bench.overhead.server", "--protocol", protocol),
+            *("--workload", str(workload), "--latency", str(latency)),
+        ],
         cwd=ROOT,
         env=child_env(),
         stdin=subprocess.PIPE,
