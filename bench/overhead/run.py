@@ -177,13 +177,14 @@ def one_run(
 
 PER_TURN = """
 import asyncio, json, os, sys, time
+from pathlib import Path
 from multiturn_eval.loader import load_suite
 from multiturn_eval.settings import RunSettings
 from multiturn_eval.backends.base import create_backend
 from multiturn_eval.case_runner import case_context
 from multiturn_eval.environment import RunEnvironment
 
-loaded = load_suite("suite.yaml", env={{}})
+loaded = load_suite(Path("suite.yaml"), env={{}})
 backend = create_backend(loaded, RunSettings(parallel_test_cases=1, turn_timeout=60))
 turns = {turns}
 

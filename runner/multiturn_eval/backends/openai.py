@@ -79,8 +79,11 @@ retries and back-off included, runs under a
 Per-request cost: the request body is built once per request from dicts this
 module already holds (no copy of the history), and sent with the SDK client's
 own ``post`` so its request-param transformation does not walk the whole
-history again on every request (that walk grew with the conversation and was
-most of the backend's CPU); the reply is the SDK's ``ChatCompletion``.
+history again on every request (that walk grows with the conversation), and
+the reply is read as the JSON the wire check already parsed and checked
+(``cast_to=httpx2.Response``) instead of being built into the SDK's
+``ChatCompletion`` models: the SDK still builds the request (auth headers,
+Azure paths and ``api-version``), sends it and maps every error status.
 """
 
 from __future__ import annotations
@@ -91,8 +94,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import httpx2
 import openai
-from openai.types.chat import ChatCompletion
 
 from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError, TransientError
 from ..pricing import price_for
@@ -108,7 +111,15 @@ from ..suite import OpenAIAgent
 from ..tools import ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 from .files import file_kind
-from .wire import MAX_ITEMS, find_in_chain, find_problem, is_int, json_type, response_hook
+from .wire import (
+    MAX_ITEMS,
+    find_in_chain,
+    find_problem,
+    is_int,
+    json_type,
+    parsed_body,
+    response_hook,
+)
 
 if TYPE_CHECKING:
     from ..loader import LoadedSuite
@@ -347,17 +358,17 @@ def translate(
 # ---------------------------------------------------------------------------- usage
 
 
-def usage_from(raw: Any) -> TokenUsage:
-    """TokenUsage from a ChatCompletion's ``usage`` (cached input moved out of prompt_tokens)."""
-    if raw is None:
+def usage_from(raw: Mapping[str, Any] | None) -> TokenUsage:
+    """TokenUsage from a reply's ``usage`` (checked on the wire; cached input moved out of
+    prompt_tokens)."""
+    if not raw:
         return TokenUsage()
-    prompt = raw.prompt_tokens or 0
-    details = raw.prompt_tokens_details
-    cached = (details.cached_tokens or 0) if details is not None else 0
-    written = (getattr(details, "cache_write_tokens", None) or 0) if details is not None else 0
-    completion = raw.completion_tokens or 0
-    out = raw.completion_tokens_details
-    reasoning = out.reasoning_tokens if out is not None else None
+    prompt = raw.get("prompt_tokens") or 0
+    details = raw.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") or 0
+    written = details.get("cache_write_tokens") or 0
+    completion = raw.get("completion_tokens") or 0
+    reasoning = (raw.get("completion_tokens_details") or {}).get("reasoning_tokens")
     return TokenUsage.model_construct(
         prompt_tokens=max(0, prompt - cached - written),
         completion_tokens=completion,
@@ -545,23 +556,28 @@ class OpenAIBackend:
             body.update(self.agent.extra_body)
         return body
 
-    async def create(self, body: dict[str, Any], notes: list[str]) -> ChatCompletion:
+    async def create(self, body: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+        """One chat completion (retried): the reply's JSON, as checked on the wire."""
+
         def note(error: BackendError, attempt: int, wait: float) -> None:
             notes.append(retry_note(error, attempt, wait))
 
         client = self.client
 
-        async def post() -> ChatCompletion:
-            # the SDK's own client and error mapping, without its per-request walk of the body
-            return await client.post(
+        async def post() -> dict[str, Any]:
+            # the SDK's own client, auth, URL and error mapping; not its per-request walk of the
+            # body nor its models of the reply (the wire check has parsed and checked it)
+            response = await client.post(
                 "/chat/completions",
                 body=body,
-                cast_to=ChatCompletion,
+                cast_to=httpx2.Response,
                 options={
                     "timeout": request_timeout(self.turn_timeout),
                     "security": {"bearer_auth": True},
                 },
             )
+            data: dict[str, Any] = parsed_body(response)
+            return data
 
         return await self.policy.run(post, self.translate, on_retry=note)
 
@@ -572,12 +588,12 @@ class OpenAIBackend:
         """Calls that cannot be run at all: an unknown tool, arguments that are not a JSON object."""
         problems = []
         for call in calls:
-            name = call.function.name
+            name = call["function"]["name"]
             if self.tools.get(name) is None:
                 offered = ", ".join(t.name for t in self.tools) or "none"
                 problems.append(f"a tool that does not exist, {name!r} (offered: {offered})")
                 continue
-            arguments = call.function.arguments
+            arguments = call["function"]["arguments"]
             if not arguments.strip():
                 continue  # no arguments: {} (some servers send "")
             try:
@@ -594,17 +610,21 @@ class OpenAIBackend:
         return problems
 
 
-def _assistant_message(message: Any) -> dict[str, Any]:
+def _assistant_message(message: Mapping[str, Any]) -> dict[str, Any]:
     """The reply's message as it goes back into the history (only what the API takes)."""
-    out: dict[str, Any] = {"role": "assistant", "content": message.content}
-    if message.tool_calls:
+    out: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    calls = message.get("tool_calls")
+    if calls:
         out["tool_calls"] = [
             {
-                "id": call.id,
+                "id": call["id"],
                 "type": "function",
-                "function": {"name": call.function.name, "arguments": call.function.arguments},
+                "function": {
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                },
             }
-            for call in message.tool_calls
+            for call in calls
         ]
     return out
 
@@ -641,16 +661,14 @@ class OpenAISession:
                     )
                 # the history list itself is the request's messages: nothing is copied
                 response = await backend.create(backend.body(history, rounds, last_call), warnings)
-                usages.append(usage_from(response.usage))
-                choice = response.choices[0]
-                reply = choice.message
-                calls: list[Any] = list(
-                    reply.tool_calls or ()
-                )  # function calls (checked on the wire)
+                usages.append(usage_from(response.get("usage")))
+                choice = response["choices"][0]
+                reply = choice["message"]
+                calls: list[dict[str, Any]] = reply.get("tool_calls") or []
                 if calls:
                     if last_call:
                         called = ", ".join(i.name for i in invocations) or "none"
-                        asked = ", ".join(c.function.name for c in calls)
+                        asked = ", ".join(c["function"]["name"] for c in calls)
                         raise BackendError(
                             f"the model was still calling tools ({asked}) after max_tool_rounds = "
                             f"{limit} rounds, even when asked without tools; calls made this "
@@ -666,18 +684,20 @@ class OpenAISession:
                         )
                     history.append(_assistant_message(reply))
                     for call in calls:
+                        function = call["function"]
                         outcome = await backend.tools.call(
-                            call.function.name, call.function.arguments, self.case
+                            function["name"], function["arguments"], self.case
                         )
                         invocations.append(outcome.invocation)
                         history.append(
-                            {"role": "tool", "tool_call_id": call.id, "content": outcome.content}
+                            {"role": "tool", "tool_call_id": call["id"], "content": outcome.content}
                         )
                     continue
-                text = reply.content or ""
-                if reply.refusal:
-                    raise BackendError(f"the model refused to answer: {reply.refusal[:200]}")
-                reason = choice.finish_reason
+                text = reply.get("content") or ""
+                refusal = reply.get("refusal")
+                if refusal:
+                    raise BackendError(f"the model refused to answer: {refusal[:200]}")
+                reason = choice.get("finish_reason")
                 if reason == "content_filter":
                     raise BackendError(
                         "the service's content filter stopped the reply (finish_reason: "
