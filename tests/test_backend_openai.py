@@ -361,6 +361,15 @@ def test_tool_choice_must_name_a_mode_or_a_tool(harness: Harness, choice: str) -
     )
 
 
+def test_tool_choice_without_tools_is_a_config_error(harness: Harness) -> None:
+    agent = AGENT.split("  tools:")[0] + "  tool_choice: required\n"
+    with pytest.raises(ConfigError) as info:
+        harness.backend(agent)
+    assert str(info.value) == (
+        "suite.yaml:7 agent.tool_choice: applies to agent.tools; the suite offers none"
+    )
+
+
 def test_extra_body_is_merged_into_every_request(harness: Harness, fake: FakeOpenAI) -> None:
     fake.script(calls(ToolCall("lookup", {"key": "revenue"})), text("ok"))
     extra = "  extra_body: {top_k: 20, options: {num_ctx: 8192}, reasoning_effort: low}\n"

@@ -410,7 +410,13 @@ class OpenAIBackend:
             issues.append(ConfigIssue(message, file=suite.display_path, line=line, field=field))
 
         choice = agent.tool_choice
-        if choice is not None and choice not in TOOL_CHOICES and self.tools.get(choice) is None:
+        if choice is not None and not self.tools:
+            issue(
+                "applies to agent.tools; the suite offers none",
+                ("agent", "tool_choice"),
+                "agent.tool_choice",
+            )
+        elif choice is not None and choice not in TOOL_CHOICES and self.tools.get(choice) is None:
             offered = ", ".join(t.name for t in self.tools) or "none"
             issue(
                 f"is {choice!r}: give auto, required, none or the name of one of the suite's "
