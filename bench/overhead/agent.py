@@ -1,14 +1,16 @@
 """The ``python`` backend's agent for the benchmark: answers from the workload like the fakes.
 
 Per turn: with tools, "one request" (a sleep of ``latency``), the tool call, a
-second request; without, one request. It records, once, when its first
-request starts (monotonic clock, and the process's CPU time then) in the
-``stats`` file, which the benchmark reads as "first model request".
+second request; without, one request. It records when its first
+request starts (monotonic clock) and the process's CPU time at every request,
+written to the ``stats`` file at exit, which the benchmark reads as the model
+requests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import time
 from collections.abc import Sequence
@@ -20,16 +22,23 @@ from .tools import calculate
 from .workload import TOOL, answer_text
 
 _FIRST: list[float] = []
+_CPU: list[float] = []
 
 
-def _note_first(stats: str) -> None:
-    if _FIRST or not stats:
-        return
-    _FIRST.append(time.monotonic())
+def _write(stats: str) -> None:
     Path(stats).write_text(
-        json.dumps({"first_request": _FIRST[0], "cpu_at_first": time.process_time()}),
+        json.dumps({"first_request": _FIRST[0], "cpu_at_first": _CPU[0], "cpu": _CPU}),
         encoding="utf-8",
     )
+
+
+def _note(stats: str) -> None:
+    if not stats:
+        return
+    _CPU.append(time.process_time())
+    if not _FIRST:
+        _FIRST.append(time.monotonic())
+        atexit.register(_write, stats)
 
 
 class WorkloadSession:
@@ -43,7 +52,7 @@ class WorkloadSession:
         self.turn = 0
 
     async def _request(self) -> None:
-        _note_first(self.stats)
+        _note(self.stats)
         await asyncio.sleep(self.latency)
 
     async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply:

@@ -20,9 +20,13 @@ Measured per run, reported as the median of ``--repeats``:
 
 * **wall / ideal**: the run phase (``report.json`` ``run.duration_ms``) over the
   ideal ``mean sequential requests per dialogue x latency x ceil(100 / 8)``;
-* **CPU/request**: the runner process's CPU time (user + system, from
-  ``wait4``; the server's is not counted) from its first model request to its
-  exit, divided by the model requests (the server counts them);
+* **CPU/request**: the runner process's CPU time (user + system, read from
+  ``/proc/PID/stat`` by the server as each request arrives; the server's own
+  CPU is not counted) from the request at 10% of the run to the last one,
+  divided by the requests in between: the steady state, grading included; and
+  **CPU/request from the first**: its CPU (from ``wait4``) from the first
+  model request to its exit over all requests (one-time costs after the first
+  request, such as lazy imports and the reports, included);
 * **peak RSS** of the runner process (``ru_maxrss``);
 * **start to first request**: from just before the CLI process is spawned to
   the first model request reaching the server (both on the system-wide
@@ -159,12 +163,23 @@ def one_run(
             requests = len(turns) * (2 if tools else 1)
     cpu = usage.ru_utime + usage.ru_stime
     cpu_at_first = stats["cpu_at_first"]
+    # steady state: from the request at 10% of the run to the last one (one-time costs such
+    # as lazy imports on the first requests, grading of the last turns and the reports after
+    # the last request are left out)
+    samples = [c for c in stats.get("cpu") or [] if c is not None]
+    start = len(samples) // 10
+    steady = (
+        (samples[-1] - samples[start]) / (len(samples) - 1 - start) * 1000
+        if len(samples) > start + 1
+        else math.nan
+    )
     ideal = requests / dialogues * latency * math.ceil(dialogues / PARALLEL)
     wall = report["run"]["duration_ms"] / 1000
     return {
         "wall": wall,
         "ratio": wall / ideal if ideal else math.nan,
-        "cpu_per_request_ms": (cpu - cpu_at_first) / requests * 1000
+        "cpu_per_request_ms": steady,
+        "cpu_after_first_ms": (cpu - cpu_at_first) / requests * 1000
         if cpu_at_first is not None
         else math.nan,
         "rss_mb": usage.ru_maxrss / 1024,
@@ -263,10 +278,10 @@ def main() -> None:
             f"median of {args.repeats}\n"
         )
         print(
-            "| tools | latency | backend | wall | wall / ideal | CPU/request | peak RSS | "
-            "start to 1st request |"
+            "| tools | latency | backend | wall | wall / ideal | CPU/request | CPU/request from "
+            "the first | peak RSS | start to 1st request |"
         )
-        print("|---|---:|---|---:|---:|---:|---:|---:|")
+        print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
         for tools in args.tools:
             for latency in args.latency:
                 for backend in args.backends:
@@ -282,7 +297,8 @@ def main() -> None:
                     print(
                         f"| {tools} | {latency * 1000:.0f} ms | {backend} | {med('wall'):.2f} s | "
                         + ("-" if math.isnan(ratio) else f"{ratio:.2f}x")
-                        + f" | {med('cpu_per_request_ms'):.2f} ms | {med('rss_mb'):.0f} MB | "
+                        + f" | {med('cpu_per_request_ms'):.2f} ms | "
+                        f"{med('cpu_after_first_ms'):.2f} ms | {med('rss_mb'):.0f} MB | "
                         f"{med('first_request_s'):.2f} s |",
                         flush=True,
                     )

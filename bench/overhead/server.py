@@ -14,7 +14,7 @@ result); a request that does not gets a 400 saying why, which fails the turn,
 so the benchmark sees it. The reply waits ``latency`` seconds first.
 
 ``GET /_bench/stats``: requests answered, history problems, the monotonic time
-of the first request and the client's CPU time then (``POST
+of the first request and the client's CPU time then and at every request (``POST
 /_bench/watch?pid=N`` names the client; its CPU is read from ``/proc``).
 Prints its base URL, then serves until its stdin closes.
 """
@@ -56,14 +56,18 @@ class Stats:
         self.first_request: float | None = None
         self.cpu_at_first: float | None = None
         self.problems: list[str] = []
+        self.cpu: list[float | None] = []
+        """The client's CPU time when each request arrived."""
 
     def seen(self) -> None:
         now = time.monotonic()
+        cpu = process_cpu(self.pid) if self.pid else None
         with self.lock:
             self.requests += 1
+            self.cpu.append(cpu)
             if self.first_request is None:
                 self.first_request = now
-                self.cpu_at_first = process_cpu(self.pid) if self.pid else None
+                self.cpu_at_first = cpu
 
     def body(self) -> dict[str, Any]:
         with self.lock:
@@ -71,6 +75,7 @@ class Stats:
                 "requests": self.requests,
                 "first_request": self.first_request,
                 "cpu_at_first": self.cpu_at_first,
+                "cpu": self.cpu,
                 "problems": self.problems[:5],
                 "problem_count": len(self.problems),
             }
