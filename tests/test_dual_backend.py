@@ -1,14 +1,15 @@
-"""Dual-backend acceptance: one suite, two backends, the same verdicts and token usage.
+"""Three-backend acceptance: one suite, three backends, the same verdicts and token usage.
 
-``tests/data/dual/`` holds one suite twice: for ``backend: anthropic`` and for
-``backend: semantic-kernel`` (``service: openai``); only the agent block
-differs. Both run through the real engine (``multiturn-eval run``), each
-against its fake service (the real ``anthropic`` client against the fake
-Messages API; Semantic Kernel on the real ``openai`` client against the fake
-chat-completions API), scripted with the same model behaviour: the same tool
-calls with the same arguments, the same answers, the same token counts in each
-API's own usage format. Every turn must then get the same verdict, the same
-tool invocations and the same token usage on both.
+``tests/data/dual/`` holds one suite three times: for ``backend: anthropic``,
+``backend: openai`` and ``backend: semantic-kernel`` (``service: openai``);
+only the agent block differs. Each runs through the real engine
+(``multiturn-eval run``) against its own fake service (the real ``anthropic``
+client against the fake Messages API; the real ``openai`` client, directly and
+under Semantic Kernel, against the fake chat-completions API), scripted with
+the same model behaviour: the same tool calls with the same arguments, the
+same answers, the same token counts in each API's own usage format. Every
+turn must then get the same verdict, the same tool invocations and the same
+token usage on all three.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tests.fakes import openai_server as fo
 DUAL = Path(__file__).parent / "data" / "dual"
 SUITES = {
     "anthropic": DUAL / "suite.anthropic.yaml",
+    "openai": DUAL / "suite.openai.yaml",
     "semantic-kernel": DUAL / "suite.semantic-kernel.yaml",
 }
 
@@ -100,10 +102,10 @@ def script_anthropic(fake: fa.FakeAnthropic) -> None:
         )
 
 
-def script_openai(fake: fo.FakeOpenAI) -> None:
+def script_openai(fake: fo.FakeOpenAI, prefix: str = "") -> None:
     for step in SCRIPT:  # Semantic Kernel offers the suite's tools as the plugin "tools"
         fake.script(
-            fo.calls(fo.ToolCall(f"tools-{step.tool}", step.args), usage=step.call.openai()),
+            fo.calls(fo.ToolCall(f"{prefix}{step.tool}", step.args), usage=step.call.openai()),
             fo.text(step.answer, step.reply.openai()),
         )
 
@@ -127,39 +129,47 @@ def turn_view(turn: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_both_suites_hold_the_same_test_cases() -> None:
+def test_the_suites_hold_the_same_test_cases() -> None:
     docs = {name: yaml.safe_load(path.read_text()) for name, path in SUITES.items()}
     for doc in docs.values():
         del doc["agent"]
-    assert docs["anthropic"] == docs["semantic-kernel"]
+    assert docs["anthropic"] == docs["openai"] == docs["semantic-kernel"]
     agents = {name: yaml.safe_load(path.read_text())["agent"] for name, path in SUITES.items()}
     for key in ("instructions", "temperature", "max_tokens", "tools"):
+        assert agents["anthropic"][key] == agents["openai"][key], key
         assert agents["anthropic"][key] == agents["semantic-kernel"][key], key
 
 
-def test_same_suite_same_verdicts_and_usage_on_anthropic_and_semantic_kernel(
+def test_same_suite_same_verdicts_and_usage_on_anthropic_openai_and_semantic_kernel(
     project: Project,
 ) -> None:
     reports: dict[str, dict[str, Any]] = {}
-    tool_results: dict[str, list[str]] = {}
-    with fa.FakeAnthropic() as anthropic_fake, fo.FakeOpenAI() as openai_fake:
+    tool_results: dict[str, list[Any]] = {}
+    with (
+        fa.FakeAnthropic() as anthropic_fake,
+        fo.FakeOpenAI() as openai_fake,
+        fo.FakeOpenAI() as sk_fake,
+    ):
         script_anthropic(anthropic_fake)
         script_openai(openai_fake)
-        env = {
-            "ANTHROPIC_FAKE_URL": anthropic_fake.url,
-            "ANTHROPIC_FAKE_KEY": fa.API_KEY,
-            "OPENAI_FAKE_URL": openai_fake.base_url,
-            "OPENAI_FAKE_KEY": fo.API_KEY,
+        script_openai(sk_fake, prefix="tools-")
+        envs = {
+            "anthropic": {
+                "ANTHROPIC_FAKE_URL": anthropic_fake.url,
+                "ANTHROPIC_FAKE_KEY": fa.API_KEY,
+            },
+            "openai": {"OPENAI_FAKE_URL": openai_fake.base_url, "OPENAI_FAKE_KEY": fo.API_KEY},
+            "semantic-kernel": {"OPENAI_FAKE_URL": sk_fake.base_url, "OPENAI_FAKE_KEY": fo.API_KEY},
         }
         for name, suite in SUITES.items():
             tool_funcs.reset()
-            result = project.run("run", str(suite), "-p", "1", "-o", f"out-{name}", env=env)
+            result = project.run("run", str(suite), "-p", "1", "-o", f"out-{name}", env=envs[name])
             assert result.code == 1, result.out + result.err  # the second test case fails
             reports[name] = result.report
             tool_results[name] = [
                 call[0] for call in tool_funcs.CALLS
             ]  # which tools really ran, in order
-        assert anthropic_fake.pending == 0 and openai_fake.pending == 0
+        assert anthropic_fake.pending == openai_fake.pending == sk_fake.pending == 0
         # what the model was told each tool returned, in order, on each wire format
         tool_results["anthropic-wire"] = [
             block.get("content")
@@ -167,16 +177,17 @@ def test_same_suite_same_verdicts_and_usage_on_anthropic_and_semantic_kernel(
             for block in request.body["messages"][-1]["content"]
             if isinstance(block, dict) and block.get("type") == "tool_result"
         ]
-        tool_results["openai-wire"] = [
-            message["content"]
-            for request in openai_fake.chat_requests()
-            for message in request.body["messages"][-1:]
-            if message["role"] == "tool"
-        ]
+        for name, fake in (("openai-wire", openai_fake), ("sk-wire", sk_fake)):
+            tool_results[name] = [
+                message["content"]
+                for request in fake.chat_requests()
+                for message in request.body["messages"][-1:]
+                if message["role"] == "tool"
+            ]
 
-    anthropic_report, sk_report = reports["anthropic"], reports["semantic-kernel"]
-    assert [c["backend"] for c in anthropic_report["results"]] == ["anthropic", "anthropic"]
-    assert [c["backend"] for c in sk_report["results"]] == ["semantic-kernel", "semantic-kernel"]
+    anthropic_report = reports["anthropic"]
+    for name, report in reports.items():
+        assert [c["backend"] for c in report["results"]] == [name, name]
 
     # the expected verdicts, so that "equal" cannot mean "equally broken"
     verdicts = [[t["passed"] for t in c["turns"]] for c in anthropic_report["results"]]
@@ -193,20 +204,26 @@ def test_same_suite_same_verdicts_and_usage_on_anthropic_and_semantic_kernel(
         "cache_read_tokens": 1200,
     }
 
-    # identical, turn by turn
-    for a_case, s_case in zip(anthropic_report["results"], sk_report["results"], strict=True):
-        assert a_case["name"] == s_case["name"]
-        assert [turn_view(t) for t in a_case["turns"]] == [turn_view(t) for t in s_case["turns"]]
-        assert a_case["passed"] == s_case["passed"]
-        assert a_case["token_usage"] == s_case["token_usage"]
-        assert a_case["metric_results"] == s_case["metric_results"]
+    # identical, turn by turn, on every backend
+    for other in ("openai", "semantic-kernel"):
+        for a_case, o_case in zip(
+            anthropic_report["results"], reports[other]["results"], strict=True
+        ):
+            assert a_case["name"] == o_case["name"]
+            assert [turn_view(t) for t in a_case["turns"]] == [
+                turn_view(t) for t in o_case["turns"]
+            ], other
+            assert a_case["passed"] == o_case["passed"]
+            assert a_case["token_usage"] == o_case["token_usage"]
+            assert a_case["metric_results"] == o_case["metric_results"]
     # cost is the one difference: Claude has a built-in price, gpt-4o-mini none (null, not a guess)
     summaries = {name: dict(report["summary"]) for name, report in reports.items()}
     assert summaries["anthropic"].pop("cost_usd") > 0
+    assert summaries["openai"].pop("cost_usd") is None
     assert summaries["semantic-kernel"].pop("cost_usd") is None
-    assert summaries["anthropic"] == summaries["semantic-kernel"]
+    assert summaries["anthropic"] == summaries["openai"] == summaries["semantic-kernel"]
 
-    # the same tools ran, and the model read the same tool results on both wires
-    assert tool_results["anthropic"] == tool_results["semantic-kernel"]
-    assert tool_results["anthropic-wire"] == tool_results["openai-wire"]
+    # the same tools ran, and the model read the same tool results on every wire
+    assert tool_results["anthropic"] == tool_results["openai"] == tool_results["semantic-kernel"]
+    assert tool_results["anthropic-wire"] == tool_results["openai-wire"] == tool_results["sk-wire"]
     assert len(tool_results["openai-wire"]) == len(SCRIPT)

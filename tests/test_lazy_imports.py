@@ -4,7 +4,7 @@ Each check runs the real CLI in a fresh interpreter and looks at ``sys.modules``
 afterwards: ``validate`` and ``schema`` (whatever the backend) and a run on the
 ``python`` backend must not import ``anthropic``, ``semantic_kernel`` or
 ``openai``; a run on the ``anthropic`` backend does import ``anthropic`` (so
-the check can fail).
+the check can fail), and one on the ``openai`` backend imports ``openai`` alone.
 """
 
 from __future__ import annotations
@@ -52,6 +52,17 @@ test_cases:
   - input: hello
 """
 
+OPENAI_SUITE = """\
+agent:
+  backend: openai
+  model: gpt-5-mini
+  retry: {max_attempts: 1}
+  tools:
+    - function: tests.tool_funcs:subtract
+test_cases:
+  - input: hello
+"""
+
 SK_SUITE = """\
 agent:
   backend: semantic-kernel
@@ -67,10 +78,13 @@ def probe(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> dict
         ("python.yaml", PYTHON_SUITE),
         ("anthropic.yaml", ANTHROPIC_SUITE),
         ("sk.yaml", SK_SUITE),
+        ("openai.yaml", OPENAI_SUITE),
     ):
         (tmp_path / name).write_text(text)
     full_env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MULTITURN_EVAL_"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "OPENAI_", "AZURE_OPENAI_", "MULTITURN_EVAL_"))
     }
     full_env["PYTHONPATH"] = str(ROOT)
     full_env.update(env or {})
@@ -88,7 +102,7 @@ def probe(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> dict
     return result
 
 
-@pytest.mark.parametrize("suite", ["python.yaml", "anthropic.yaml", "sk.yaml"])
+@pytest.mark.parametrize("suite", ["python.yaml", "anthropic.yaml", "sk.yaml", "openai.yaml"])
 def test_validate_imports_no_sdk(tmp_path: Path, suite: str) -> None:
     assert probe(tmp_path, "validate", suite) == {"code": 0, "heavy": []}
 
@@ -108,3 +122,10 @@ def test_anthropic_backend_run_imports_anthropic(tmp_path: Path) -> None:
     result = probe(tmp_path, "run", "anthropic.yaml", "-o", "out", "--turn-timeout", "5", env=env)
     assert "anthropic" in result["heavy"]  # type: ignore[operator]
     assert "semantic_kernel" not in result["heavy"]  # type: ignore[operator]
+
+
+def test_openai_backend_run_imports_openai_only(tmp_path: Path) -> None:
+    """The lean backend brings the openai SDK, not Semantic Kernel or anthropic."""
+    env = {"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    result = probe(tmp_path, "run", "openai.yaml", "-o", "out", "--turn-timeout", "5", env=env)
+    assert result["heavy"] == ["openai"]

@@ -21,19 +21,37 @@ Sources (read 2026-11-30):
   trackers report Anthropic cut it to $0.10 on 2026-10-07, which is the value
   used here (the pricing page is the reference: check it if you rely on it).
 
+OpenAI models (:data:`OPENAI_PRICES`, for the ``openai`` backend and
+``semantic-kernel`` on ``service: openai``/``azure-openai``), read 2026-12-01
+from GitHub's published per-token price list for the models it serves, which
+lists OpenAI's own API rates (input, cached input, output and, from GPT-5.6 on,
+cache writes):
+https://github.com/github/docs/blob/main/data/tables/copilot/models-and-pricing.yml
+(its Anthropic rows agree with the Anthropic table above to the cent). OpenAI's
+own page, https://developers.openai.com/api/docs/pricing, could not be read
+when this was written: check it if you rely on these. Only the default tier
+is modelled (GPT-5.4 and 5.5 up to 272K input tokens, GPT-5.6 Luna up to
+200K); longer prompts cost more. Models before GPT-5 mini (gpt-4o,
+gpt-4o-mini, gpt-4.1, o3, ...) are not in the table on purpose: their prices
+were not confirmed from a page readable here; they cost ``null`` unless the
+suite's ``pricing:`` names them. OpenAI reports ``prompt_tokens`` with the
+cached part included; the backends move it to ``cache_read_tokens``, so the
+formula below holds for both providers. OpenAI models before GPT-5.6 charge
+nothing for cache writes (``cache_write`` = 0).
+
 Decisions:
 
 * A model missing from the table has no price: ``cost_usd`` stays None (a
   guess would be worse than nothing). Not in the table on purpose: Opus 5.5
   and Haiku 5.5 (their cache prices, and Haiku 5.5's prompt-length tiers,
   were not confirmed from Anthropic's own pages when this was written). Add
-  them, or any other model (an OpenAI one for ``semantic-kernel``), under
-  ``pricing:`` in the suite.
+  them, or any other model, under ``pricing:`` in the suite.
 * The 1-hour cache write rate, long-context surcharges (Sonnet 4/4.5 above
   200K input tokens), batch discounts and regional multipliers are not
   modelled: the runner sends 5-minute ``cache_control`` blocks, synchronously.
 * Model ids resolve to their family: ``claude-sonnet-4-5-20250929``,
-  ``claude-sonnet-4-5-latest`` and ``claude-sonnet-4-5`` share one price; the
+  ``claude-sonnet-4-5-latest`` and ``claude-sonnet-4-5`` share one price (as
+  do OpenAI snapshots such as ``gpt-5.4-mini-2026-03-17``); the
   suite's ``pricing:`` keys resolve the same way, and an exact key wins over a
   family key.
 * A suite price without ``cache_write`` / ``cache_read`` uses Anthropic's usual
@@ -97,8 +115,8 @@ _OPUS_4 = _p(15, 18.75, 1.50, 75)
 _SONNET_4 = _p(3, 3.75, 0.30, 15)
 _SONNET_5 = _p(2, 2.50, 0.20, 10)
 
-#: model family -> price (see the module docstring for sources)
-BUILTIN_PRICES: dict[str, Price] = {
+#: Anthropic model family -> price (see the module docstring for sources)
+ANTHROPIC_PRICES: dict[str, Price] = {
     "claude-fable-5-1": _FABLE_51,
     "claude-mythos-5-1": _FABLE_51,
     "claude-fable-5": _FABLE_5,
@@ -122,15 +140,38 @@ BUILTIN_PRICES: dict[str, Price] = {
     "claude-3-haiku": _p(0.25, 0.30, 0.03, 1.25),
 }
 
+
+def _o(input: float, cached: float, output: float, cache_write: float = 0) -> Price:
+    # argument order as GitHub's table: input, cached input, output (cache write from GPT-5.6)
+    return Price(input=input, output=output, cache_write=cache_write, cache_read=cached)
+
+
+#: OpenAI model family -> price, default tier (see the module docstring for the source)
+OPENAI_PRICES: dict[str, Price] = {
+    "gpt-5-mini": _o(0.25, 0.025, 2.00),
+    "gpt-5.3-codex": _o(1.75, 0.175, 14.00),
+    "gpt-5.4": _o(2.50, 0.25, 15.00),
+    "gpt-5.4-mini": _o(0.75, 0.075, 4.50),
+    "gpt-5.4-nano": _o(0.20, 0.02, 1.25),
+    "gpt-5.5": _o(5.00, 0.50, 30.00),
+    "gpt-5.6-luna": _o(0.20, 0.02, 1.20, 0.25),
+    "gpt-5.6-sol": _o(5.00, 0.50, 30.00, 6.25),
+    "gpt-5.6-terra": _o(2.00, 0.20, 12.00, 2.50),
+}
+
+#: every built-in price, by model family
+BUILTIN_PRICES: dict[str, Price] = {**ANTHROPIC_PRICES, **OPENAI_PRICES}
+
 _SUFFIXES = (
     re.compile(r"\[1m\]$"),  # the 1M-context variant name some tools use
-    re.compile(r"-(latest|\d{8})$"),  # -20250929, -latest
+    re.compile(r"-(latest|\d{8}|\d{4}-\d{2}-\d{2})$"),  # -20250929, -latest, -2026-03-17
     re.compile(r"-0$"),  # claude-sonnet-4-0 is claude-sonnet-4
 )
 
 
 def model_family(model: str) -> str:
-    """``claude-sonnet-4-5-20250929`` -> ``claude-sonnet-4-5`` (lower case, suffixes dropped)."""
+    """``claude-sonnet-4-5-20250929`` -> ``claude-sonnet-4-5``, ``gpt-5.4-2026-03-05`` ->
+    ``gpt-5.4`` (lower case, suffixes dropped)."""
     family = model.strip().lower()
     for suffix in _SUFFIXES:
         family = suffix.sub("", family)

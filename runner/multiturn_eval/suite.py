@@ -62,6 +62,7 @@ UNION_TAGS = frozenset(
         "http",
         "anthropic",
         "semantic-kernel",
+        "openai",
         "str",
         "int",
         "float",
@@ -932,8 +933,71 @@ class SemanticKernelAgent(_AgentCommon):
         return self
 
 
+class AzureConfig(_Strict):
+    """Azure OpenAI: the resource endpoint, the API version and the deployment."""
+
+    endpoint: str | None = Field(
+        default=None,
+        pattern=URL_PATTERN,
+        description="https://<resource>.openai.azure.com; default: AZURE_OPENAI_ENDPOINT.",
+    )
+    api_version: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Default: OPENAI_API_VERSION, else AZURE_OPENAI_API_VERSION.",
+    )
+    deployment: str | None = Field(default=None, min_length=1, description="Default: agent.model.")
+
+
+class OpenAIAgent(_AgentCommon):
+    """Any OpenAI-compatible Chat Completions endpoint through the openai SDK, with a client-side tool loop."""
+
+    backend: Literal["openai"]
+    model: str = Field(min_length=1)
+    service: Literal["openai", "azure"] = Field(
+        default="openai", description="azure: Azure OpenAI (also implied by an 'azure:' block)."
+    )
+    base_url: str | None = Field(
+        default=None,
+        pattern=URL_PATTERN,
+        description="Default: OPENAI_BASE_URL, else https://api.openai.com/v1.",
+    )
+    api_key: str | None = Field(
+        default=None, description="Default: OPENAI_API_KEY (AZURE_OPENAI_API_KEY on Azure)."
+    )
+    azure: AzureConfig | None = None
+    tool_choice: str | None = Field(
+        default=None,
+        min_length=1,
+        description="auto, required, none, or a tool's name; applies to a turn's first request.",
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Merged into every request body (server-specific options).",
+    )
+    max_tool_rounds: int = Field(default=10, ge=1)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> OpenAIAgent:
+        if self.azure is not None and "service" in self.model_fields_set and not self.on_azure:
+            raise at_path(("azure",), "applies to service: azure only")
+        if self.on_azure and self.base_url is not None:
+            raise at_path(
+                ("base_url",), "not used with Azure OpenAI; give the endpoint as azure.endpoint"
+            )
+        return self
+
+    @property
+    def on_azure(self) -> bool:
+        """Azure OpenAI: ``service: azure``, or an ``azure:`` block without a ``service:``."""
+        return self.service == "azure" or (
+            self.azure is not None and "service" not in self.model_fields_set
+        )
+
+
 AgentConfig = Annotated[
-    PythonAgent | HttpAgent | AnthropicAgent | SemanticKernelAgent,
+    PythonAgent | HttpAgent | AnthropicAgent | SemanticKernelAgent | OpenAIAgent,
     Field(discriminator="backend"),
 ]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
 if TYPE_CHECKING:
@@ -32,6 +32,8 @@ class TokenUsage(BaseModel):
     ``prompt_tokens`` counts input tokens as the provider bills them outside the
     cache; ``cache_creation_tokens`` and ``cache_read_tokens`` are the cached
     parts, so ``total_tokens >= prompt_tokens + completion_tokens``.
+    ``reasoning_tokens``, when the provider reports them, are the part of
+    ``completion_tokens`` the model spent reasoning (not counted twice).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -41,6 +43,15 @@ class TokenUsage(BaseModel):
     total_tokens: int = 0
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
+    # left out of report.json while None (as results.omitted_when_none, which imports this module)
+    reasoning_tokens: int | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description=(
+            "Of completion_tokens, those spent reasoning (OpenAI's "
+            "completion_tokens_details.reasoning_tokens); absent when not reported."
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -64,7 +75,8 @@ class TokenUsage(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> TokenUsage:
         for name in type(self).model_fields:
-            if getattr(self, name) < 0:
+            value = getattr(self, name)
+            if value is not None and value < 0:
                 raise ValueError(f"{name} must be >= 0")
         if self.total_tokens < self.prompt_tokens + self.completion_tokens:
             raise ValueError("total_tokens must be >= prompt_tokens + completion_tokens")
@@ -77,6 +89,9 @@ class TokenUsage(BaseModel):
             total_tokens=self.total_tokens + other.total_tokens,
             cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            reasoning_tokens=None
+            if self.reasoning_tokens is None and other.reasoning_tokens is None
+            else (self.reasoning_tokens or 0) + (other.reasoning_tokens or 0),
         )
 
     @classmethod

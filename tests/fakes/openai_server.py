@@ -102,6 +102,8 @@ class Usage:
     """``prompt_tokens_details.cached_tokens`` (included in ``prompt_tokens``, as OpenAI counts)."""
     cache_write_tokens: int | None = None
     """``prompt_tokens_details.cache_write_tokens`` (included in ``prompt_tokens`` too)."""
+    reasoning_tokens: int | None = None
+    """``completion_tokens_details.reasoning_tokens`` (included in ``completion_tokens``)."""
 
     def wire(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -116,6 +118,13 @@ class Usage:
             details["cache_write_tokens"] = self.cache_write_tokens
         if details:
             data["prompt_tokens_details"] = details
+        if self.reasoning_tokens is not None:
+            data["completion_tokens_details"] = {
+                "reasoning_tokens": self.reasoning_tokens,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            }
         return data
 
 

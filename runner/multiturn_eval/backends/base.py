@@ -53,12 +53,14 @@ _REGISTRY = {
     "http": ("multiturn_eval.backends.http", "HttpBackend"),
     "anthropic": ("multiturn_eval.backends.anthropic", "AnthropicBackend"),
     "semantic-kernel": ("multiturn_eval.backends.semantic_kernel", "SemanticKernelBackend"),
+    "openai": ("multiturn_eval.backends.openai", "OpenAIBackend"),
 }
 
 #: the pip command that brings a backend's optional dependencies
 INSTALL_HINTS = {
     "semantic-kernel": "pip install 'multiturn-eval[semantic-kernel]'",
     "anthropic": "pip install 'anthropic>=2'",
+    "openai": "pip install 'multiturn-eval[openai]'",
 }
 
 
@@ -90,7 +92,11 @@ def create_backend(suite: LoadedSuite, settings: RunSettings) -> Backend:
 
 
 #: backend name -> the top-level modules it imports
-_REQUIRES = {"anthropic": ("anthropic",), "semantic-kernel": ("semantic_kernel", "openai")}
+_REQUIRES = {
+    "anthropic": ("anthropic",),
+    "semantic-kernel": ("semantic_kernel", "openai"),
+    "openai": ("openai",),
+}
 
 
 def missing_packages(backend: str) -> list[str]:

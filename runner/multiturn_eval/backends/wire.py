@@ -43,6 +43,8 @@ MAX_REPLY_BYTES = 10 * 1024 * 1024
 MAX_ITEMS = 10_000
 #: the longest quote of a reply in an error message (characters)
 EXCERPT_CHARS = 200
+#: where :func:`response_hook` keeps a checked 2xx body's parsed JSON (``response.extensions``)
+PARSED = "multiturn_eval.parsed_json"
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 _SPACES = re.compile(r"\s{2,}")
@@ -185,11 +187,21 @@ def response_hook(
         response._content = body  # what aread() would have kept: the SDK reads this
         if check is None or not 200 <= response.status_code < 300:
             return
-        reason = check(load_json(body))
+        data = load_json(body)
+        reason = check(data)
         if reason is not None:
             raise ReplyProblem(reason, body)
+        # the checked body, parsed: a backend that reads the raw response needs no second parse
+        response.extensions = {**response.extensions, PARSED: data}
 
     return hook
+
+
+def parsed_body(response: httpx2.Response) -> Any:
+    """The JSON body :func:`response_hook` checked (parsed again if the hook did not run)."""
+    if PARSED in response.extensions:
+        return response.extensions[PARSED]
+    return load_json(response.content)
 
 
 def find_in_chain(
