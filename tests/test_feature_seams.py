@@ -123,3 +123,15 @@ def test_the_judges_count_towards_the_spend_cap(judged: Project, fake: FakeAnthr
     assert outcomes == ["passed", "passed", "skipped", "skipped"]
     assert result.report["run"]["spend_cap"]["spent_usd"] == pytest.approx(0.2)
     assert HAIKU in json.dumps(result.report["results"][0]["turns"][0]["metric_results"][0])
+
+
+def test_a_dry_run_counts_the_judge_calls_and_calls_nothing(
+    judged: Project, fake: FakeAnthropic
+) -> None:
+    judged.write("suite.yaml", suite(cases=3, replies=("a", "b")))
+    result = judged.run("run", "suite.yaml", "--dry-run", "--repeat", "2")
+    assert result.code == 0, result.out + result.err
+    # 3 cases x 2 turns x 1 judge x 2 runs
+    assert "LLM-judge calls: up to 12" in result.out
+    assert "LLM-judge calls up to 12" in result.out
+    assert fake.messages_requests() == []

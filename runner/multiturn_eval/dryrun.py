@@ -46,17 +46,30 @@ class SuitePlan:
     output_bound_usd: float | None
     """Upper calls x max_tokens x output price; None when unknown (no price, no max_tokens)."""
     max_cost: float | None
+    judge_calls: int = 0
+    """LLM-judge calls at most (per judged turn and per conversation judge, ``repeat`` times;
+    identical requests are made once, so a run may make fewer)."""
 
 
 def suite_plan(planned: PlannedSuite) -> SuitePlan:
     from .pricing import price_for
     from .spend import PRICED_BACKENDS
+    from .suite import JudgeEvaluation
 
     loaded = planned.loaded
     agent = loaded.suite.agent
     repeat = max(1, planned.settings.repeat)
     turns = sum(len(loaded.suite.test_cases[i].effective_turns()) for i in planned.indices)
     calls = turns * repeat
+    judge_calls = 0
+    for i in planned.indices:
+        case = loaded.suite.test_cases[i]
+        for turn in case.effective_turns():
+            evaluations = loaded.evaluations_for(case, turn)
+            judge_calls += sum(1 for e in evaluations if isinstance(e, JudgeEvaluation))
+        judge_calls += sum(
+            1 for e in case.conversation_evaluations or [] if isinstance(e, JudgeEvaluation)
+        )
     rounds = getattr(agent, "max_tool_rounds", None)
     per_turn = rounds + 1 if agent.backend in PRICED_BACKENDS and agent.tools and rounds else 1
     bound: float | None = None
@@ -76,6 +89,7 @@ def suite_plan(planned: PlannedSuite) -> SuitePlan:
         max_calls=calls * per_turn,
         output_bound_usd=bound,
         max_cost=planned.settings.max_cost,
+        judge_calls=judge_calls * repeat,
     )
 
 
@@ -99,6 +113,11 @@ def render(plans: Sequence[SuitePlan], header: Sequence[str] = ()) -> list[str]:
             else f"{p.min_calls:,} to {p.max_calls:,} (tool rounds)"
         )
         lines.append(f"  {p.backend} calls: {calls}")
+        if p.judge_calls:
+            lines.append(
+                f"  LLM-judge calls: up to {p.judge_calls:,} (identical requests are made once; "
+                "not in the output-token bound)"
+            )
         if p.output_bound_usd is not None:
             lines.append(
                 f"  output-token bound: ${p.output_bound_usd:,.2f} "
@@ -115,9 +134,11 @@ def render(plans: Sequence[SuitePlan], header: Sequence[str] = ()) -> list[str]:
         f"{name} {lo:,}" + (f"-{hi:,}" if hi != lo else "")
         for name, (lo, hi) in per_backend.items()
     )
+    judged = sum(p.judge_calls for p in plans)
     lines.append(
         f"total: {_plural(total_cases, 'test case')}, {_plural(total_turns, 'turn')}; "
         f"calls per backend: {calls_text or 'none'}"
+        + (f"; LLM-judge calls up to {judged:,}" if judged else "")
     )
     caps = sorted({p.max_cost for p in plans if p.max_cost is not None})
     if caps:
