@@ -75,6 +75,7 @@ def test_every_class_of_change_on_a_constructed_pair() -> None:
         "new": 1,
         "removed": 1,
         "not_run": 1,
+        "within_noise": 0,
     }
     regressed = comparison.cases[0]
     assert [(t.turn_index, t.change) for t in regressed.turns] == [
@@ -173,16 +174,19 @@ def _repeated(index: int, name: str, passes: int, runs: int, min_rate: float = 1
     ("before", "after", "expected"),
     [
         ((5, 5), (1, 5), "regressed"),  # p = 0.024
-        ((5, 5), (2, 5), "still_failing"),  # p = 0.083: within the noise
-        ((5, 5), (4, 5), "still_failing"),  # one flip is never a regression
+        ((5, 5), (2, 5), "within_noise"),  # p = 0.083: the gate flipped, within the noise
+        ((5, 5), (4, 5), "within_noise"),  # one flip is never a regression
         ((10, 10), (6, 10), "regressed"),  # p = 0.043
-        ((10, 10), (7, 10), "still_failing"),  # p = 0.105
+        ((10, 10), (7, 10), "within_noise"),  # p = 0.105
         ((1, 5), (5, 5), "fixed"),
-        ((2, 5), (5, 5), "still_passing"),
+        ((2, 5), (5, 5), "within_noise"),  # nor is it a fix
         ((4, 5), (4, 5), "still_failing"),
         ((5, 5), (5, 5), "still_passing"),
-        ((1, 1), (0, 5), "still_failing"),  # one earlier run proves little
-        ((200, 200), (190, 200), "still_failing"),  # significant, but a drop under MIN_DROP
+        ((1, 1), (0, 5), "regressed"),  # a single run on one side: the two verdicts decide
+        ((3, 3), (0, 1), "regressed"),
+        ((2, 3), (1, 1), "fixed"),  # 2/3 failed its gate of 1.0; one pass now
+        ((3, 3), (1, 1), "still_passing"),
+        ((200, 200), (190, 200), "within_noise"),  # significant, but a drop under MIN_DROP
         ((200, 200), (170, 200), "regressed"),
     ],
 )
@@ -574,9 +578,9 @@ def test_a_bad_fail_on_input_exits_2(runner: Runner) -> None:  # noqa: F811
 def test_exit_codes_combine(
     regressed: bool, failed: bool, complete: bool, fail_on: str, code: int
 ) -> None:
-    from multiturn_eval.run import _exit_code
+    from multiturn_eval.run import exit_code_of
 
     before = report([_case(0, "a", True), _case(1, "b", not failed)])
     after = report([_case(0, "a", not regressed), _case(1, "b", not failed)], complete=complete)
     after.baseline = compare(after, before)
-    assert _exit_code(after, fail_on) == code
+    assert exit_code_of(after, fail_on) == code

@@ -135,3 +135,134 @@ def test_a_dry_run_counts_the_judge_calls_and_calls_nothing(
     assert "LLM-judge calls: up to 12" in result.out
     assert "LLM-judge calls up to 12" in result.out
     assert fake.messages_requests() == []
+
+
+CONVERSATION_CHECKED = """\
+agent:
+  backend: python
+  factory: tests.agents:scripted
+evaluations: [{type: standard, metric: contains, value: ok}]
+test_cases:
+- name: rude
+  context:
+    script:
+    - {response: "ok stupid"}
+    - {response: "ok fine", tools: [{name: delete_account, args: {id: 1}}]}
+  turns:
+  - {input: a}
+  - {input: b}
+  conversation_tools:
+    forbidden_tools: [delete_account]
+  conversation_evaluations:
+  - {type: code, grader: "tests.conversation_graders:polite"}
+- name: fine
+  context: {script: [{response: "ok"}, {response: "ok"}]}
+  turns:
+  - {input: a}
+  - {input: b}
+  conversation_evaluations:
+  - {type: code, grader: "tests.conversation_graders:polite"}
+"""
+
+
+def test_a_regrade_keeps_the_conversation_level_verdicts(project: Project) -> None:
+    """Every turn of 'rude' passes; its conversation checks fail it. A regrade of the
+    unchanged suite must reproduce that, not pass the case on its turns alone."""
+    project.write("suite.yaml", CONVERSATION_CHECKED)
+    first = project.run("run", "suite.yaml")
+    assert first.code == 1
+    again = project.run("regrade", "out/report.json", "-o", "re")
+    assert again.code == 1, again.out + again.err
+    regraded = json.loads((project.root / "re" / "report.json").read_text())
+    for before, after in zip(first.report["results"], regraded["results"], strict=True):
+        assert after["passed"] == before["passed"]
+        assert after["outcome"] == before["outcome"]
+        assert after["metric_results"] == before["metric_results"]
+    assert [r["passed"] for r in regraded["results"]] == [False, True]
+    assert regraded["summary"]["metrics"] == first.report["summary"]["metrics"]
+    assert "0 passed -> failed, 0 failed -> passed" in again.out
+
+
+def _cases(n: int, value: str = "ok") -> str:
+    lines = [
+        "agent:",
+        "  backend: python",
+        "  factory: tests.agents:scripted",
+        f"evaluations: [{{type: standard, metric: contains, value: {value}}}]",
+        "test_cases:",
+    ]
+    for i in range(n):
+        reply = "ok" if i else "ok then"  # case-0 alone also contains 'then'
+        lines.append(
+            f"  - {{name: c{i}, context: {{script: [{{response: {reply}}}]}}, turns: [{{input: q}}]}}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def test_a_shard_compares_only_its_own_cases_with_the_baseline(project: Project) -> None:
+    project.write("suite.yaml", _cases(6))
+    assert project.run("run", "suite.yaml", "-o", "base").code == 0
+    for i in (1, 2):
+        result = project.run(
+            "run",
+            "suite.yaml",
+            "--shard",
+            f"{i}/2",
+            "-o",
+            f"s{i}",
+            "--baseline",
+            "base/report.json",
+        )
+        assert result.code == 0, result.out + result.err
+        block = result.report["baseline"]
+        assert block["counts"]["removed"] == 0  # the other shard's cases are not "removed"
+        assert block["counts"]["still_passing"] == len(result.report["results"])
+
+
+def test_merge_compares_with_a_baseline_and_gates_on_regressions(project: Project) -> None:
+    project.write("suite.yaml", _cases(6))
+    assert project.run("run", "suite.yaml", "-o", "base").code == 0
+    project.write("suite.yaml", _cases(6, value="then"))  # now only c0 passes: 5 regressions
+    for i in (1, 2, 3):
+        project.run("run", "suite.yaml", "--shard", f"{i}/3", "-o", f"s{i}")
+    shards = [f"s{i}/report.json" for i in (1, 2, 3)]
+    merged = project.run(
+        "merge", *shards, "-o", "m", "--baseline", "base/report.json", "--fail-on", "regressions"
+    )
+    assert merged.code == 1, merged.out + merged.err
+    report = json.loads((project.root / "m" / "report.json").read_text())
+    assert report["baseline"]["counts"]["regressed"] == 5
+    assert report["baseline"]["counts"]["still_passing"] == 1
+    summary = (project.root / "m" / "summary.md").read_text()
+    assert "Regressions vs baseline (5)" in summary
+    # the same shards against a baseline they do not regress from: fail-on regressions passes
+    again = project.run(
+        "merge", *shards, "-o", "m2", "--baseline", "m/report.json", "--fail-on", "regressions"
+    )
+    assert again.code == 0, again.out + again.err
+
+
+def test_a_spend_cap_stop_fails_the_run_even_when_gating_on_regressions(
+    project: Project,
+) -> None:
+    script = json.dumps([{"response": "ok", "cost": 0.5}])
+    body = "".join(
+        f"  - {{name: c{i}, context: {{script: {script}}}, turns: [{{input: q}}]}}\n"
+        for i in range(4)
+    )
+    head = "agent: {backend: python, factory: tests.agents:scripted}\ntest_cases:\n"
+    project.write("suite.yaml", head + body)
+    assert project.run("run", "suite.yaml", "-o", "base").code == 0
+    result = project.run(
+        "run",
+        "suite.yaml",
+        "--max-cost",
+        "1",
+        "--baseline",
+        "base/report.json",
+        "--fail-on",
+        "regressions",
+    )
+    assert result.report["run"]["spend_cap"]["reached"] is True
+    assert result.report["baseline"]["counts"]["regressed"] == 0
+    assert result.code == 1  # cases were left unrun by the budget: never a green check

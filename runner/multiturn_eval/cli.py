@@ -222,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="merge even with shards missing: the report says it is incomplete (exit 3)",
     )
+    _add_baseline_options(merge)
 
     validate = sub.add_parser("validate", help="load and validate suites; no agent is called")
     validate.add_argument("suites", nargs="+", metavar="SUITE")
@@ -415,7 +416,12 @@ def main(
         if args.command == "merge":
             from .merge import cmd_merge
 
-            return cmd_merge(args.reports, args.report_dir, args.format, args.allow_partial, out)
+            fields, notices = baseline_options(args.baseline, args.fail_on)
+            for notice in notices:
+                out.write(f"notice: {notice}\n")
+            return cmd_merge(
+                args.reports, args.report_dir, args.format, args.allow_partial, out, fields
+            )
         if args.command == "validate":
             if guard is not None:
                 guard.enter("loading")  # a signal stops the loading (exit 3)

@@ -11,6 +11,9 @@ new             only in this run
 removed         only in the baseline (deleted, renamed, or not selected now)
 not_run         skipped on either side (an interrupted run, a not regradable
                 case): no verdict to compare, never a regression
+within_noise    repeated on both sides, its verdict flipped, but the change in
+                pass rate is within the noise margin below: not a regression
+                (nor a fix), and said so rather than hidden
 ==============  =============================================================
 
 **Matching.** A test case is identified by its suite file (``CaseResult.suite``,
@@ -28,16 +31,20 @@ pass rate, and one flip is not a regression. The case (or turn, from
 least :data:`MIN_DROP` **and** a one-sided Fisher exact test on the two
 pass counts (passes/K before vs after) gives p <= :data:`ALPHA`; ``fixed`` is the
 same test the other way. Otherwise it is ``still_passing`` or ``still_failing``
-by this run's verdict (the ``min_pass_rate`` gate). Examples with K=5 on both
-sides: 5/5 -> 1/5 regresses (p = 0.024), 5/5 -> 2/5 does not (p = 0.083); with
-K=10: 10/10 -> 6/10 regresses (p = 0.043). A single run on both sides is the
-plain rule: passed -> failed is a regression.
+when both verdicts (the ``min_pass_rate`` gate) agree, and ``within_noise`` when
+they differ. Examples with K=5 on both sides: 5/5 -> 1/5 regresses (p = 0.024),
+5/5 -> 2/5 does not (p = 0.083); with K=10: 10/10 -> 6/10 regresses (p = 0.043).
+
+**A single run on either side** is the plain rule on the two verdicts (each
+side's gate): passed -> failed is a regression. The test has no power there
+(3/3 -> 0/1 gives p = 0.25), so a repeated base branch compared with a PR run
+once (or the reverse) would otherwise never show a regression.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .results import (
@@ -65,11 +72,13 @@ CLASSES: tuple[ChangeClass, ...] = (
     "new",
     "removed",
     "not_run",
+    "within_noise",
 )
 
 NOISE_RULE = (
     f"repeated cases: regressed when the pass rate drops by at least {MIN_DROP:g} and a "
-    f"one-sided Fisher exact test on passes/K gives p <= {ALPHA:g}; single runs: passed -> failed"
+    f"one-sided Fisher exact test on passes/K gives p <= {ALPHA:g}; a single run on either "
+    "side: passed -> failed"
 )
 
 
@@ -137,17 +146,23 @@ def _turn_verdicts(case: CaseResult) -> dict[int, _Verdict]:
 
 
 def classify(
-    before: _Verdict, after: _Verdict, after_passed: bool
+    before: _Verdict, after: _Verdict, after_passed: bool, before_passed: bool | None = None
 ) -> tuple[ChangeClass, float | None]:
-    """The class of a change between two verdicts, and the test's p-value (repeats only)."""
+    """The class of a change between two verdicts, and the test's p-value (repeats only).
+
+    ``after_passed`` / ``before_passed``: each side's verdict (its gate); a side's
+    verdict defaults to "every run passed".
+    """
     if before.skipped or after.skipped:
         return "not_run", None
-    if before.runs == 1 and after.runs == 1:
-        if before.passes and not after.passes:
+    if before_passed is None:
+        before_passed = before.passes == before.runs
+    if before.runs == 1 or after.runs == 1:
+        if before_passed and not after_passed:
             return "regressed", None
-        if not before.passes and after.passes:
+        if not before_passed and after_passed:
             return "fixed", None
-        return ("still_passing" if after.passes else "still_failing"), None
+        return ("still_passing" if after_passed else "still_failing"), None
     change = after.rate - before.rate
     if change <= -MIN_DROP:
         p = fisher_one_sided(before.passes, before.runs, after.passes, after.runs, drop=True)
@@ -159,6 +174,8 @@ def classify(
             return "fixed", p
     else:
         p = None
+    if before_passed != after_passed:
+        return "within_noise", p
     return ("still_passing" if after_passed else "still_failing"), p
 
 
@@ -179,7 +196,7 @@ def _case_failing_check(case: CaseResult) -> str | None:
 def _compare_case(current: CaseResult, baseline: CaseResult, occurrence: int) -> CaseChange:
     repeated = current.repeat is not None or baseline.repeat is not None
     before, after = _case_verdict(baseline), _case_verdict(current)
-    change, p_value = classify(before, after, current.passed)
+    change, p_value = classify(before, after, current.passed, baseline.passed)
     turns_before, turns_after = _turn_verdicts(baseline), _turn_verdicts(current)
     current_turns = {t.turn_index: t for t in current.all_turns()}
     turns: list[TurnChange] = []
@@ -203,7 +220,12 @@ def _compare_case(current: CaseResult, baseline: CaseResult, occurrence: int) ->
             if current.repeat is None
             else ta.rate >= current.repeat.min_pass_rate
         )
-        turn_change, _ = classify(tb, ta, turn_passed and not ta.skipped)
+        turn_before = (
+            tb.passes == tb.runs
+            if baseline.repeat is None
+            else tb.rate >= baseline.repeat.min_pass_rate
+        )
+        turn_change, _ = classify(tb, ta, turn_passed and not ta.skipped, turn_before)
         failing = (
             _first_check(turn)
             if turn is not None and not turn.passed and not turn.skipped
@@ -263,10 +285,23 @@ def _delta(before: float | None, after: float | None) -> TotalsDelta:
 
 
 def compare(
-    current: Report, baseline: Report, baseline_file: str = "baseline"
+    current: Report,
+    baseline: Report,
+    baseline_file: str = "baseline",
+    *,
+    not_selected: Collection[tuple[str, str]] = (),
 ) -> BaselineComparison:
-    """``current`` against ``baseline``: every case and turn classed, counts and total deltas."""
+    """``current`` against ``baseline``: every case and turn classed, counts and total deltas.
+
+    ``not_selected``: (suite, name) of the test cases that are in the current suites
+    but that this run did not select (``--shard``, ``-k``, ``--tag``,
+    ``--rerun-failed``); a baseline case among them is out of this run's scope,
+    not "removed", and is left out of the comparison.
+    """
     now, before = _keyed(current.results), _keyed(baseline.results)
+    skip = set(not_selected)
+    if skip:
+        before = {k: v for k, v in before.items() if k in now or (v.suite, v.name) not in skip}
     cases: list[CaseChange] = []
     for key, case in now.items():
         old = before.get(key)

@@ -31,14 +31,14 @@ merged report incomplete too. Exit code: 0 passed, 1 failed, 3 incomplete
 from __future__ import annotations
 
 import glob
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from .errors import ConfigError, ConfigIssue, ReportFormatError
-from .exit_codes import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK
+from .exit_codes import EXIT_OK
 from .results import CaseResult, Report, RunInfo, SpendCap, summarize
 
 
@@ -236,12 +236,13 @@ def _merged_cap(shards: Sequence[tuple[str, Report]]) -> SpendCap | None:
     )
 
 
-def exit_code(report: Report) -> int:
-    """The merged verdict: 0 passed, 1 failed (or skipped), 3 incomplete."""
-    if not report.run.complete:
-        return EXIT_INCOMPLETE
-    s = report.summary
-    return EXIT_OK if s.failed == 0 and s.skipped == 0 else EXIT_FAILED
+def exit_code(report: Report, fail_on: str = "failures") -> int:
+    """The merged verdict, by the rules of a run (:func:`multiturn_eval.run.exit_code_of`):
+    0 passed, 1 failed (or skipped, or stopped by a spend cap), 3 incomplete; with
+    ``fail_on="regressions"`` and a baseline, 1 only on a regression."""
+    from .run import exit_code_of
+
+    return exit_code_of(report, fail_on)
 
 
 def merge_to_dir(
@@ -250,8 +251,15 @@ def merge_to_dir(
     formats: Sequence[str] | None = None,
     *,
     allow_partial: bool = False,
+    baseline: Report | None = None,
+    baseline_file: str | None = None,
+    fail_on: str = "failures",
 ) -> MergeOutcome:
     """Read, check and merge the shard reports, then write the report set to ``report_dir``.
+
+    With ``baseline`` the merged report is compared with it (as a run is, over
+    every case of the split: the shards' own comparisons are partial and are
+    not carried over), and ``fail_on`` decides the exit code as for a run.
 
     ConfigError (exit 2) when refused or the directory cannot be written;
     nothing is written then.
@@ -261,13 +269,17 @@ def merge_to_dir(
     from .settings import REPORT_FORMATS
 
     report = merge_reports(load_shards(expand_reports(patterns)), allow_partial=allow_partial)
+    if baseline is not None:
+        from .comparison import compare
+
+        report.baseline = compare(report, baseline, baseline_file or "baseline")
     try:
         report_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(
             ConfigIssue(f"merge: cannot write reports to {report_dir}: {exc.strerror or exc}")
         ) from None
-    outcome = MergeOutcome(report, exit_code=exit_code(report))
+    outcome = MergeOutcome(report, exit_code=exit_code(report, fail_on))
 
     def keep(fmt: str, text: str) -> None:
         if fmt == "markdown":
@@ -299,8 +311,13 @@ def cmd_merge(
     formats: Sequence[str] | None,
     allow_partial: bool,
     out: TextIO,
+    baseline: Mapping[str, Any] | None = None,
 ) -> int:
-    outcome = merge_to_dir(patterns, Path(report_dir), formats, allow_partial=allow_partial)
+    """``multiturn-eval merge``; ``baseline``: the ``--baseline``/``--fail-on`` fields
+    (:func:`multiturn_eval.cli.baseline_options`)."""
+    outcome = merge_to_dir(
+        patterns, Path(report_dir), formats, allow_partial=allow_partial, **(baseline or {})
+    )
     out.write(f"multiturn-eval: {summary_line(outcome)}\n")
     for fmt, path in outcome.written.items():
         out.write(f"  {fmt}: {path}\n")

@@ -91,17 +91,32 @@ def _rebuild(
     skipped: bool,
     duration_ms: float,
 ) -> CaseResult:
-    """``case`` with new turns, rolled up as :func:`~.case_runner.build_case_result` does."""
-    passed = not skipped and not errors and bool(turns) and all(t.passed for t in turns)
+    """``case`` with new turns, rolled up as :func:`~.case_runner.build_case_result` does.
+
+    The conversation-level results the pipeline graded (``scope: conversation``:
+    ``conversation_evaluations`` and ``conversation_tools``) are kept and decide the
+    verdict too; a case that was not regraded at all keeps none.
+    """
+    conversation = [] if skipped else [m for m in case.metric_results if m.scope == "conversation"]
+    passed = (
+        not skipped
+        and not errors
+        and bool(turns)
+        and all(t.passed for t in turns)
+        and all(m.passed for m in conversation)
+    )
+    outcome = case_outcome(passed, skipped, turns, errors)
+    if outcome == "error" and any(not m.passed and m.error is None for m in conversation):
+        outcome = "failed"
     update: dict[str, object] = {
         "passed": passed,
         "skipped": skipped,
-        "outcome": case_outcome(passed, skipped, turns, errors),
+        "outcome": outcome,
         "errors": errors,
         "duration_ms": duration_ms,
         "token_usage": TokenUsage.sum([t.token_usage for t in turns]),
         "cost_usd": sum_costs(t.cost_usd for t in turns),
-        "metric_results": rollup_metrics(turns),
+        "metric_results": [*rollup_metrics(turns), *conversation],
     }
     if case.turns is not None:
         update["turns"] = turns

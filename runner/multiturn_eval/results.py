@@ -374,7 +374,14 @@ class RunInfo(_Model):
 
 
 ChangeClass = Literal[
-    "regressed", "fixed", "still_failing", "still_passing", "new", "removed", "not_run"
+    "regressed",
+    "fixed",
+    "still_failing",
+    "still_passing",
+    "new",
+    "removed",
+    "not_run",
+    "within_noise",
 ]
 """How a test case or turn changed against a baseline report (see :mod:`.comparison`)."""
 

@@ -282,11 +282,16 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
             loop.close()
 
 
-def _exit_code(report: Report, fail_on: str = "failures") -> int:
-    """3 incomplete; else with ``fail_on="regressions"`` and a baseline: 1 only on a
-    regression (failures and not-run cases alone exit 0); else 1 on any failed or not-run case."""
+def exit_code_of(report: Report, fail_on: str = "failures") -> int:
+    """3 incomplete; 1 when the spend cap kept test cases from starting (SPEC 6.8: a budget
+    stop is never a green check, whatever ``fail_on``); else with ``fail_on="regressions"``
+    and a baseline: 1 only on a regression (failures and not-run cases alone exit 0); else 1
+    on any failed or not-run case."""
     if not report.run.complete:
         return EXIT_INCOMPLETE
+    cap = report.run.spend_cap
+    if cap is not None and cap.reached and cap.not_started:
+        return EXIT_FAILED
     if fail_on == "regressions" and report.baseline is not None:
         return EXIT_FAILED if report.baseline.counts.get("regressed", 0) else EXIT_OK
     s = report.summary
@@ -362,9 +367,26 @@ class _Pipeline:
             from .comparison import compare
 
             report.baseline = compare(
-                report, self.options.baseline, self.options.baseline_file or "baseline"
+                report,
+                self.options.baseline,
+                self.options.baseline_file or "baseline",
+                not_selected=self._not_selected(),
             )
         return report
+
+    def _not_selected(self) -> set[tuple[str, str]]:
+        """(suite, name) of the cases in the loaded suites this run did not select."""
+        if self.state is None:
+            return set()
+        out: set[tuple[str, str]] = set()
+        for position, planned in enumerate(self.state.plan):
+            chosen = set(planned.indices)
+            kept = {i for (s, i) in self.state.kept if s == position}
+            loaded = planned.loaded
+            for i in range(len(loaded.suite.test_cases)):
+                if i not in chosen and i not in kept:
+                    out.add((loaded.display_path, loaded.case_name(i)))
+        return out
 
     def _annotate_run(self, report: Report) -> None:
         """The run fields of the shard, spend-cap and rerun features (absent when unused)."""
@@ -749,7 +771,7 @@ def _finish(
         warnings.append(pipeline.progress_error)
         if pipeline.console is not None:
             pipeline.console.write(f"warning: {pipeline.progress_error}")
-    code = _exit_code(report, pipeline.options.fail_on)
+    code = exit_code_of(report, pipeline.options.fail_on)
     if write_error is not None or internal_error is not None:
         code = EXIT_INCOMPLETE
     spend_notice = None

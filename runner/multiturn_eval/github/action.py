@@ -445,7 +445,10 @@ class Action:
         os.chdir(inputs.working_directory)
         try:
             merged = merge_to_dir(
-                inputs.reports, inputs.report_dir, allow_partial=inputs.allow_partial
+                inputs.reports,
+                inputs.report_dir,
+                allow_partial=inputs.allow_partial,
+                **self.baseline_fields(inputs),
             )
         except ConfigError as exc:
             self.config_issues = exc.issues

@@ -403,6 +403,7 @@ CHANGE_WORDS: dict[str, str] = {
     "new": "new",
     "removed": "removed",
     "not_run": "not run",
+    "within_noise": "within noise",
 }
 
 CHANGE_ICON: dict[str, str] = {
@@ -413,6 +414,7 @@ CHANGE_ICON: dict[str, str] = {
     "new": "🆕",
     "removed": "➖",
     "not_run": "⏭️",
+    "within_noise": "〰️",
 }
 
 

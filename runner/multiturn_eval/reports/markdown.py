@@ -434,7 +434,7 @@ def _other_row(c: CaseChange) -> str:
     )
 
 
-_OTHERS = ("still_failing", "still_passing", "new", "removed", "not_run")
+_OTHERS = ("still_failing", "within_noise", "still_passing", "new", "removed", "not_run")
 
 
 def render_comparison(comparison: BaselineComparison) -> str:
@@ -464,7 +464,7 @@ def render_comparison(comparison: BaselineComparison) -> str:
     # the most telling first: what still fails, then what is new, gone or not run
     rest = [
         c
-        for k in ("still_failing", "new", "removed", "not_run", "still_passing")
+        for k in ("still_failing", "within_noise", "new", "removed", "not_run", "still_passing")
         for c in by.get(k, [])
     ]
     if rest:
