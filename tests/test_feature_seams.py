@@ -266,3 +266,69 @@ def test_a_spend_cap_stop_fails_the_run_even_when_gating_on_regressions(
     assert result.report["run"]["spend_cap"]["reached"] is True
     assert result.report["baseline"]["counts"]["regressed"] == 0
     assert result.code == 1  # cases were left unrun by the budget: never a green check
+
+
+def test_keep_passed_refuses_to_mix_repeat_counts(project: Project) -> None:
+    project.write("suite.yaml", _cases(3, value="then"))  # c0 passes, c1 and c2 fail
+    assert project.run("run", "suite.yaml", "--repeat", "3", "-o", "rep").code == 1
+    mixed = project.run("run", "suite.yaml", "--rerun-failed", "rep/report.json", "--keep-passed")
+    assert mixed.code == 2
+    assert "ran 'c0' 3 time(s) and this run repeats each case 1 time(s)" in mixed.err
+    same = project.run(
+        "run", "suite.yaml", "--rerun-failed", "rep/report.json", "--keep-passed", "--repeat", "3"
+    )
+    assert same.code == 1, same.out + same.err
+    results = same.report["results"]
+    assert [r["name"] for r in results] == ["c0", "c1", "c2"]
+    assert all(r["repeat"]["runs"] == 3 for r in results)
+    assert same.report["summary"]["repeat"]["case_runs"] == 9
+
+
+def test_a_flaky_conversation_check_is_named_in_every_report(project: Project) -> None:
+    project.write(
+        "graders_alt.py",
+        "N = [0]\n\n\ndef alt(ctx):\n    N[0] += 1\n    return N[0] % 2 == 1\n",
+    )
+    project.write(
+        "suite.yaml",
+        """\
+agent: {backend: python, factory: tests.agents:scripted}
+test_cases:
+- name: alt
+  context: {script: [{response: ok}]}
+  turns: [{input: q}]
+  conversation_evaluations: [{type: code, grader: "graders_alt:alt"}]
+""",
+    )
+    result = project.run(
+        "run", "suite.yaml", "--repeat", "2", "-p", "1", formats=("json", "junit", "markdown")
+    )
+    assert result.code == 1
+    assert result.report["results"][0]["repeat"]["flaky"] is True
+    named = "conversation check alt passed 1 of 2"
+    assert named in result.out
+    assert named in (result.report_dir / "summary.md").read_text()
+    assert named in (result.report_dir / "junit.xml").read_text()
+
+
+def test_a_regrade_of_a_repeated_report_keeps_its_recorded_usage(project: Project) -> None:
+    step = {"response": "ok", "usage": {"prompt_tokens": 7, "completion_tokens": 3}, "cost": 0.5}
+    project.write(
+        "suite.yaml",
+        "agent: {backend: python, factory: tests.agents:scripted}\n"
+        "evaluations: [{type: standard, metric: contains, value: ok}]\n"
+        f"test_cases:\n- name: a\n  context: {{script: [{json.dumps(step)}]}}\n"
+        "  turns: [{input: q}]\n",
+    )
+    first = project.run("run", "suite.yaml", "--repeat", "3")
+    assert first.code == 0
+    recorded = first.report["results"][0]
+    assert recorded["token_usage"]["total_tokens"] == 30 and recorded["cost_usd"] == 1.5
+    again = project.run("regrade", "out/report.json", "-o", "re")
+    assert again.code == 0, again.out + again.err
+    case = json.loads((project.root / "re" / "report.json").read_text())["results"][0]
+    assert case["passed"] is True
+    assert case["token_usage"] == recorded["token_usage"] and case["cost_usd"] == 1.5
+    assert "only the run shown at case level was regraded" in again.out + json.dumps(
+        json.loads((project.root / "re" / "report.json").read_text())["regrade"]
+    )

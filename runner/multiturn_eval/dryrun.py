@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from .environment import RunEnvironment
 from .exit_codes import EXIT_OK
+from .spend import dollars
 
 if TYPE_CHECKING:
     from .run import RunOptions
@@ -151,9 +152,12 @@ def render(plans: Sequence[SuitePlan], header: Sequence[str] = ()) -> list[str]:
             if bound < cap
             else "the run may reach the cap (then the remaining test cases are skipped)"
         )
-        line = f"spend cap: ${cap:,.2f}; rough output-token bound ${bound:,.2f}: {verdict}"
-        if unknown:
-            line += f" (no bound for {', '.join(unknown)}: no price or max_tokens)"
+        if unknown:  # part of the run has no bound: say so instead of claiming headroom
+            verdict = (
+                f"no bound for {', '.join(unknown)} (no price or max_tokens), so the headroom "
+                "is unknown"
+            )
+        line = f"spend cap: {dollars(cap)}; rough output-token bound ${bound:,.2f}: {verdict}"
         lines.append(line)
     return lines
 

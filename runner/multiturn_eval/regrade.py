@@ -24,7 +24,9 @@ Rules (the README's "Regrade without calling the agent"):
   verdicts flipped each way against the regraded report;
 - **restriction:** of a repeated report (``--repeat``: ``runs``), the run shown
   at case level is regraded (the case's ``repeat`` and ``runs`` are not
-  carried over), and the regrade block says so.
+  carried over, so pass^K and flakiness are not recomputed), and the regrade
+  block says so; the case's token usage and cost stay the recorded totals of
+  all its runs.
 
 Exit codes are those of ``run`` (a test case that is not regradable counts as
 not run: exit 1 with ``--fail-on failures``); ``--baseline`` works as in ``run``.
@@ -214,13 +216,21 @@ class Regrader:
         if not_regradable:
             first = not_regradable[0]
             errors = [f"{first.errors[0]} (turn {first.turn_index + 1})"]
-        return _rebuild(
+        rebuilt = _rebuild(
             case,
             turns,
             errors=errors,
             skipped=bool(not_regradable),
             duration_ms=marks.recorded.duration_ms,
         )
+        if marks.recorded.runs:  # a repeated case: what all its recorded runs used
+            rebuilt = rebuilt.model_copy(
+                update={
+                    "token_usage": marks.recorded.token_usage,
+                    "cost_usd": marks.recorded.cost_usd,
+                }
+            )
+        return rebuilt
 
     def annotate(self, report: Report) -> None:
         """The ``regrade`` block: flips against the regraded report, what could not be graded."""

@@ -274,6 +274,17 @@ def rerun_selection(
             if before is None or before.outcome in RERUN_OUTCOMES:
                 again.append(index)
             elif keep_passed:
+                runs = before.repeat.planned_runs or before.repeat.runs if before.repeat else 1
+                if runs != max(1, planned.settings.repeat):
+                    raise ConfigError(
+                        ConfigIssue(
+                            f"--keep-passed: {report_path} ran {loaded.case_name(index)!r} "
+                            f"{runs} time(s) and this run repeats each case "
+                            f"{max(1, planned.settings.repeat)} time(s); one report cannot mix "
+                            f"them (give --repeat {runs}, or drop --keep-passed)",
+                            file=loaded.display_path,
+                        )
+                    )
                 kept[(s, index)] = before
         planned.indices = again
     if not any(p.indices for p in plan) and not kept:

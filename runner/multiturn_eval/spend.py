@@ -47,15 +47,24 @@ def spend_of(case: CaseResult) -> float:
     return agent + (case.judge_cost_usd or 0.0)
 
 
+def dollars(amount: float) -> str:
+    """``$5.00``, ``$0.25``; an amount that two decimals would change keeps its digits
+    (``$0.002``, not ``$0.00``), so a cap is never printed as something it is not."""
+    text = f"{amount:,.2f}"
+    if float(text.replace(",", "")) != amount:
+        text = f"{amount:,.6g}" if amount < 1 else f"{amount:,.4f}".rstrip("0")
+    return "$" + text
+
+
 def cap_reason(cap: float, spent: float) -> str:
     """The reason every test case the cap kept from starting carries."""
-    return f"not started: spend cap of ${cap:.2f} reached (${spent:.4f} spent)"
+    return f"not started: spend cap of {dollars(cap)} reached (${spent:.4f} spent)"
 
 
 def cap_notice(cap: float, spent: float, not_started: int) -> str:
     """The one line the console (and the Action's warning) says when the cap stopped a run."""
     return (
-        f"spend cap of ${cap:.2f} reached (${spent:.4f} spent): {not_started} test "
+        f"spend cap of {dollars(cap)} reached (${spent:.4f} spent): {not_started} test "
         f"case{'s' if not_started != 1 else ''} not started (skipped)"
     )
 
@@ -77,7 +86,7 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
                 issues.append(
                     ConfigIssue(
                         f"judge model {model!r} has no known price, so a spend cap "
-                        f"(${cap:.2f}) cannot be kept; give its price under 'pricing:' (US "
+                        f"({dollars(cap)}) cannot be kept; give its price under 'pricing:' (US "
                         "dollars per million tokens: input, output), or drop --max-cost",
                         file=loaded.display_path,
                         line=loaded.document.line_of(where),
@@ -87,14 +96,14 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
         agent = loaded.suite.agent
         if agent.backend not in PRICED_BACKENDS:
             warnings.append(
-                f"{loaded.display_path}: the spend cap (${cap:.2f}) counts only the cost_usd "
+                f"{loaded.display_path}: the spend cap ({dollars(cap)}) counts only the cost_usd "
                 f"your {agent.backend} agent reports with each reply"
             )
             continue
         if price_for(agent.model, loaded.suite.pricing) is None:
             issues.append(
                 ConfigIssue(
-                    f"model {agent.model!r} has no known price, so a spend cap (${cap:.2f}) "
+                    f"model {agent.model!r} has no known price, so a spend cap ({dollars(cap)}) "
                     "cannot be kept; give its price under 'pricing:' (US dollars per million "
                     "tokens: input, output), or drop --max-cost",
                     file=loaded.display_path,

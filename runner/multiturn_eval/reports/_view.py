@@ -347,7 +347,29 @@ def varying_turns(case: CaseResult) -> list[str]:
         f"turn {c.turn_index + 1} passed {c.passed} of {c.runs}"
         for c in case.repeat.turn_pass_counts
         if c.turn_index in varying
+    ] + varying_case_checks(case)
+
+
+def varying_case_checks(case: CaseResult) -> list[str]:
+    """``["conversation check polite passed 1 of 2"]``: the conversation-level checks
+    (``scope: conversation``) whose outcome varied between the runs of a repeated case,
+    and ``case-level errors in 1 of 2 runs`` when only some runs had one."""
+    if not case.runs:
+        return []
+    passed: dict[str, list[bool]] = {}
+    for run in case.runs:
+        for metric in run.metric_results:
+            if metric.scope == "conversation":
+                passed.setdefault(metric.metric_name, []).append(metric.passed)
+    out = [
+        f"conversation check {name} passed {sum(flags)} of {len(flags)}"
+        for name, flags in passed.items()
+        if 0 < sum(flags) < len(flags)
     ]
+    errored = sum(1 for run in case.runs if run.errors)
+    if 0 < errored < len(case.runs):
+        out.append(f"case-level errors in {errored} of {len(case.runs)} runs")
+    return out
 
 
 def failing_turn_counts(case: CaseResult) -> list[str]:

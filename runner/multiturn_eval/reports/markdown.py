@@ -51,6 +51,7 @@ from typing import Any
 import jinja2
 
 from ..results import BaselineComparison, CaseChange, CaseResult, RegradeInfo, Report, TurnResult
+from ..spend import dollars
 from . import _view as v
 
 MAX_CHARS = 60_000
@@ -715,7 +716,7 @@ def _scope_notice(report: Report) -> str:
     cap = report.run.spend_cap
     if cap is not None and cap.reached and cap.not_started:
         parts.append(
-            f"Spend cap of ${cap.max_cost_usd:.2f} reached (${cap.spent_usd:.4f} spent): "
+            f"Spend cap of {dollars(cap.max_cost_usd)} reached (${cap.spent_usd:.4f} spent): "
             f"{v.plural(cap.not_started, 'test case')} not started."
         )
     return " ".join(parts)
