@@ -46,7 +46,7 @@ from .results import (
     CaseResult,
     MetricResult,
     TurnResult,
-    case_outcome,
+    case_verdict,
     rollup_metrics,
     sum_costs,
     sum_usages,
@@ -591,16 +591,7 @@ def build_case_result(
     agent = loaded.suite.agent
     turns = list(turns)
     conversation = list(conversation_metrics)
-    passed = (
-        not skipped
-        and not errors
-        and bool(turns)
-        and all(t.passed for t in turns)
-        and all(m.passed for m in conversation)
-    )
-    outcome = case_outcome(passed, skipped, turns, errors)
-    if outcome == "error" and any(not m.passed and m.error is None for m in conversation):
-        outcome = "failed"
+    passed, outcome = case_verdict(turns, conversation, errors, skipped)
     common: dict[str, Any] = {
         "index": index,
         "name": loaded.case_name(index),

@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 from .results import (
     BaselineComparison,
@@ -64,16 +65,7 @@ ALPHA = 0.05
 MIN_DROP = 0.1
 """The smallest change in pass rate that can count as a regression (or a fix)."""
 
-CLASSES: tuple[ChangeClass, ...] = (
-    "regressed",
-    "fixed",
-    "still_failing",
-    "still_passing",
-    "new",
-    "removed",
-    "not_run",
-    "within_noise",
-)
+CLASSES: tuple[ChangeClass, ...] = get_args(ChangeClass)
 
 NOISE_RULE = (
     f"repeated cases: regressed when the pass rate drops by at least {MIN_DROP:g} and a "

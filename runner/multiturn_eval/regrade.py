@@ -50,7 +50,7 @@ from .results import (
     RegradeInfo,
     Report,
     TurnResult,
-    case_outcome,
+    case_verdict,
     rollup_metrics,
     sum_costs,
 )
@@ -100,16 +100,7 @@ def _rebuild(
     verdict too; a case that was not regraded at all keeps none.
     """
     conversation = [] if skipped else [m for m in case.metric_results if m.scope == "conversation"]
-    passed = (
-        not skipped
-        and not errors
-        and bool(turns)
-        and all(t.passed for t in turns)
-        and all(m.passed for m in conversation)
-    )
-    outcome = case_outcome(passed, skipped, turns, errors)
-    if outcome == "error" and any(not m.passed and m.error is None for m in conversation):
-        outcome = "failed"
+    passed, outcome = case_verdict(turns, conversation, errors, skipped)
     update: dict[str, object] = {
         "passed": passed,
         "skipped": skipped,

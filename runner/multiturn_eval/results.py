@@ -542,6 +542,31 @@ def sum_usages(usages: Iterable[TokenUsage | None]) -> TokenUsage | None:
     return TokenUsage.sum(known) if known else None
 
 
+def case_verdict(
+    turns: Sequence[TurnResult],
+    conversation: Sequence[MetricResult],
+    errors: Sequence[str],
+    skipped: bool,
+) -> tuple[bool, Outcome]:
+    """(passed, outcome) of a test case from its turns and its conversation-level results.
+
+    It passes when it was not skipped, has no case-level error, has turns and every
+    turn and every conversation check passed; a failed conversation check outranks
+    an infrastructure error (as a failed check does on a turn).
+    """
+    passed = (
+        not skipped
+        and not errors
+        and bool(turns)
+        and all(t.passed for t in turns)
+        and all(m.passed for m in conversation)
+    )
+    outcome = case_outcome(passed, skipped, turns, errors)
+    if outcome == "error" and any(not m.passed and m.error is None for m in conversation):
+        outcome = "failed"
+    return passed, outcome
+
+
 def case_outcome(
     passed: bool, skipped: bool, turns: Sequence[TurnResult], errors: Sequence[str]
 ) -> Outcome:
