@@ -542,8 +542,10 @@ class _Pipeline:
             )
         caps = sorted({p.settings.max_cost for p in plan if p.settings.max_cost is not None})
         if caps:
+            from .spend import dollars
+
             lines.append(
-                f"spend cap: ${caps[0]:.2f}" + (" (per suite: see -v)" if len(caps) > 1 else "")
+                f"spend cap: {dollars(caps[0])}" + (" (per suite: see -v)" if len(caps) > 1 else "")
             )
         return lines
 
