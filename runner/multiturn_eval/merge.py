@@ -30,7 +30,6 @@ merged report incomplete too. Exit code: 0 passed, 1 failed, 3 incomplete
 
 from __future__ import annotations
 
-import glob
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -52,20 +51,9 @@ class MergeOutcome:
 
 def expand_reports(patterns: Sequence[str | Path]) -> list[Path]:
     """Report paths as given; a pattern with wildcards is globbed (sorted, recursive ``**``)."""
-    paths: list[Path] = []
-    issues: list[ConfigIssue] = []
-    for raw in patterns:
-        pattern = str(raw)
-        if any(ch in pattern for ch in "*?[") and not Path(pattern).exists():
-            matches = sorted(glob.glob(pattern, recursive=True))  # noqa: PTH207
-            if not matches:
-                issues.append(ConfigIssue(f"no report file matches {pattern!r}"))
-            paths.extend(Path(m) for m in matches)
-        else:
-            paths.append(Path(pattern))
-    if issues:
-        raise ConfigError(issues)
-    return list(dict.fromkeys(paths))
+    from .run import expand_paths
+
+    return expand_paths(patterns, "report")
 
 
 def load_shards(paths: Sequence[Path]) -> list[tuple[str, Report]]:

@@ -142,6 +142,13 @@ class RunOutcome:
 
 def expand_suites(patterns: Sequence[str | Path]) -> list[Path]:
     """Paths as given; a pattern with wildcards that names no file is globbed."""
+    return expand_paths(patterns, "suite")
+
+
+def expand_paths(patterns: Sequence[str | Path], kind: str) -> list[Path]:
+    """Paths as given; a pattern with wildcards that names no file is globbed (sorted,
+    recursive ``**``); duplicates once. ``kind`` names the files in the error when a
+    pattern matches nothing (``no suite file matches '...'``)."""
     paths: list[Path] = []
     issues: list[ConfigIssue] = []
     for raw in patterns:
@@ -149,7 +156,7 @@ def expand_suites(patterns: Sequence[str | Path]) -> list[Path]:
         if any(ch in pattern for ch in "*?[") and not _exists(Path(pattern)):
             matches = sorted(glob.glob(pattern, recursive=True))  # noqa: PTH207 - absolute patterns too
             if not matches:
-                issues.append(ConfigIssue(f"no suite file matches {pattern!r}"))
+                issues.append(ConfigIssue(f"no {kind} file matches {pattern!r}"))
             paths.extend(Path(m) for m in matches)
         else:
             paths.append(Path(pattern))

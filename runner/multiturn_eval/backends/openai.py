@@ -113,6 +113,8 @@ from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 from .files import file_kind
 from .wire import (
     MAX_ITEMS,
+    chat_choice,
+    chat_tail_problem,
     find_in_chain,
     find_problem,
     is_int,
@@ -207,19 +209,10 @@ def chat_completion_problem(data: Any) -> str | None:
     ``finish_reason`` a string or null; ``usage``, when present, with whole
     token counts. Unknown extra keys are fine.
     """
-    if not isinstance(data, dict):
-        return f"a JSON {json_type(data)}, not a chat completion object"
-    choices = data.get("choices")
-    if not isinstance(choices, list):
-        return "no 'choices'" if "choices" not in data else f"'choices' is {json_type(choices)}"
-    if len(choices) != 1:
-        return f"'choices' has {len(choices)} entries; the request asked for one"
-    choice = choices[0]
-    if not isinstance(choice, dict):
-        return f"choices[0] is a JSON {json_type(choice)}, not an object"
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        return f"choices[0].message is {json_type(message)}, not an object"
+    found = chat_choice(data)
+    if isinstance(found, str):
+        return found
+    choice, message = found
     for key in ("content", "refusal"):
         value = message.get(key)
         if value is not None and not isinstance(value, str):
@@ -242,31 +235,15 @@ def chat_completion_problem(data: Any) -> str | None:
             for key in ("name", "arguments"):
                 if not isinstance(function.get(key), str):
                     return f"{where}.function.{key} is {json_type(function.get(key))}, not a string"
-    reason = choice.get("finish_reason")
-    if reason is not None and not isinstance(reason, str):
-        return f"choices[0].finish_reason is {json_type(reason)}"
-    usage = data.get("usage")
-    if usage is not None:
-        if not isinstance(usage, dict):
-            return f"'usage' is {json_type(usage)}, not an object"
-        for key in ("prompt_tokens", "completion_tokens"):
-            value = usage.get(key)
-            if value is not None and (not is_int(value) or value < 0):
-                return f"usage.{key} is {json_type(value)}, not a whole number"
-        for parent, key in (
+    return chat_tail_problem(
+        data,
+        choice,
+        (
             ("prompt_tokens_details", "cached_tokens"),
             ("prompt_tokens_details", "cache_write_tokens"),
             ("completion_tokens_details", "reasoning_tokens"),
-        ):
-            details = usage.get(parent)
-            if details is None:
-                continue
-            if not isinstance(details, dict):
-                return f"usage.{parent} is {json_type(details)}, not an object"
-            value = details.get(key)
-            if value is not None and (not is_int(value) or value < 0):
-                return f"usage.{parent}.{key} is {json_type(value)}, not a whole number"
-    return None
+        ),
+    )
 
 
 def checked_http_client() -> Any:

@@ -137,7 +137,15 @@ from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 from .files import file_kind
-from .wire import MAX_ITEMS, find_in_chain, find_problem, is_int, json_type, response_hook
+from .wire import (
+    MAX_ITEMS,
+    chat_choice,
+    chat_tail_problem,
+    find_in_chain,
+    find_problem,
+    json_type,
+    response_hook,
+)
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
@@ -326,19 +334,10 @@ def chat_completion_problem(data: Any) -> str | None:
     arguments; ``finish_reason`` a string or null; ``usage``, when present,
     with whole token counts. Unknown extra keys are fine.
     """
-    if not isinstance(data, dict):
-        return f"a JSON {json_type(data)}, not a chat completion object"
-    choices = data.get("choices")
-    if not isinstance(choices, list):
-        return "no 'choices'" if "choices" not in data else f"'choices' is {json_type(choices)}"
-    if len(choices) != 1:
-        return f"'choices' has {len(choices)} entries; the request asked for one"
-    choice = choices[0]
-    if not isinstance(choice, dict):
-        return f"choices[0] is a JSON {json_type(choice)}, not an object"
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        return f"choices[0].message is {json_type(message)}, not an object"
+    found = chat_choice(data)
+    if isinstance(found, str):
+        return found
+    choice, message = found
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         return f"choices[0].message.content is {json_type(content)}, not a string"
@@ -357,18 +356,7 @@ def chat_completion_problem(data: Any) -> str | None:
                 return f"{where}.function.name is {json_type(function.get('name'))}"
             if not isinstance(function.get("arguments"), str | dict):
                 return f"{where}.function.arguments is {json_type(function.get('arguments'))}"
-    reason = choice.get("finish_reason")
-    if reason is not None and not isinstance(reason, str):
-        return f"choices[0].finish_reason is {json_type(reason)}"
-    usage = data.get("usage")
-    if usage is not None:
-        if not isinstance(usage, dict):
-            return f"'usage' is {json_type(usage)}, not an object"
-        for key in ("prompt_tokens", "completion_tokens"):
-            value = usage.get(key)
-            if value is not None and (not is_int(value) or value < 0):
-                return f"usage.{key} is {json_type(value)}, not a whole number"
-    return None
+    return chat_tail_problem(data, choice)
 
 
 #: keyword arguments of ``create()`` that are request options, not body fields

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx2
@@ -222,3 +222,63 @@ def find_problem(exc: BaseException) -> ReplyProblem | None:
     """The ReplyProblem in ``exc``'s cause/context chain (SDKs wrap what the hook raised)."""
     found = find_in_chain(exc, (ReplyProblem,))
     return found if isinstance(found, ReplyProblem) else None
+
+
+# ------------------------------------------------------------- Chat Completions replies
+
+
+def chat_choice(data: Any) -> tuple[dict[str, Any], dict[str, Any]] | str:
+    """A Chat Completions body's one choice and its message, or why it has none.
+
+    The envelope both OpenAI-compatible backends read (``openai``,
+    ``semantic-kernel``): an object with exactly one entry in ``choices`` (the
+    runner never asks for more) whose ``message`` is an object. What each
+    backend reads inside the message it checks itself.
+    """
+    if not isinstance(data, dict):
+        return f"a JSON {json_type(data)}, not a chat completion object"
+    choices = data.get("choices")
+    if not isinstance(choices, list):
+        return "no 'choices'" if "choices" not in data else f"'choices' is {json_type(choices)}"
+    if len(choices) != 1:
+        return f"'choices' has {len(choices)} entries; the request asked for one"
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        return f"choices[0] is a JSON {json_type(choice)}, not an object"
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        return f"choices[0].message is {json_type(message)}, not an object"
+    return choice, message
+
+
+def chat_tail_problem(
+    data: dict[str, Any], choice: dict[str, Any], details: Sequence[tuple[str, str]] = ()
+) -> str | None:
+    """Why a Chat Completions body's ``finish_reason`` or ``usage`` is unreadable, or None.
+
+    ``usage``, when present, is an object with whole ``prompt_tokens`` and
+    ``completion_tokens``; ``details`` names the nested counts a backend reads
+    too (``("prompt_tokens_details", "cached_tokens")``).
+    """
+    reason = choice.get("finish_reason")
+    if reason is not None and not isinstance(reason, str):
+        return f"choices[0].finish_reason is {json_type(reason)}"
+    usage = data.get("usage")
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        return f"'usage' is {json_type(usage)}, not an object"
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(key)
+        if value is not None and (not is_int(value) or value < 0):
+            return f"usage.{key} is {json_type(value)}, not a whole number"
+    for parent, key in details:
+        nested = usage.get(parent)
+        if nested is None:
+            continue
+        if not isinstance(nested, dict):
+            return f"usage.{parent} is {json_type(nested)}, not an object"
+        value = nested.get(key)
+        if value is not None and (not is_int(value) or value < 0):
+            return f"usage.{parent}.{key} is {json_type(value)}, not a whole number"
+    return None

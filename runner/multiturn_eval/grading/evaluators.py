@@ -118,10 +118,10 @@ def evaluate_equality(spec: StandardEvaluation, response: str, ground_truth: str
             hints.append("strip_whitespace")
         if hints:
             reason += f"; it would pass with {' and '.join(hints)}: true"
-    return _standard_result(spec, passed, reason)
+    return standard_result(spec, passed, reason)
 
 
-def _standard_result(
+def standard_result(
     spec: StandardEvaluation, passed: bool, reason: str, details: dict[str, Any] | None = None
 ) -> MetricResult:
     """Built-in evaluators are binary: score 1.0 or 0.0."""
@@ -160,7 +160,7 @@ def evaluate_numeric(spec: StandardEvaluation, response: str, ground_truth: str)
     expected = parse_ground_truth_number(ground_truth)
 
     if expected is None:  # the loader rejects this; kept for direct callers
-        return _standard_result(spec, False, f"ground truth {ground_truth!r} is not a number")
+        return standard_result(spec, False, f"ground truth {ground_truth!r} is not a number")
     pattern = _NUMBER_GROUPED if spec.accept_thousands_separators else _NUMBER_PLAIN
     stripped = response.strip().lstrip("$").strip()
     whole = _to_number(stripped) if pattern.fullmatch(stripped) else None
@@ -169,7 +169,7 @@ def evaluate_numeric(spec: StandardEvaluation, response: str, ground_truth: str)
     else:
         numbers = find_numbers(response, spec.accept_thousands_separators)
         if not numbers:
-            return _standard_result(
+            return standard_result(
                 spec, False, f"no number in the reply {_preview(response)}; expected {ground_truth}"
             )
         used = numbers[-1]
@@ -189,7 +189,7 @@ def evaluate_numeric(spec: StandardEvaluation, response: str, ground_truth: str)
     for got_value, got_how in _candidates(used, spec):
         for want_value, want_how in _candidates(expected, spec):
             if _within(got_value, want_value, spec):
-                return _standard_result(
+                return standard_result(
                     spec,
                     True,
                     f"used {used.text}{note}{got_how}: matches {ground_truth}{want_how} within {tolerance}",
@@ -205,7 +205,7 @@ def evaluate_numeric(spec: StandardEvaluation, response: str, ground_truth: str)
         )
     elif not spec.accept_percent and (used.percent or expected.percent):
         reason += "; set accept_percent: true to compare percentages with fractions"
-    return _standard_result(spec, False, reason, details)
+    return standard_result(spec, False, reason, details)
 
 
 def evaluate_standard(spec: StandardEvaluation, response: str, ground_truth: str) -> MetricResult:

@@ -40,6 +40,7 @@ from typing import Any
 
 from ..results import MetricResult
 from ..suite import StandardEvaluation
+from .evaluators import standard_result
 from .matchers import REGEX_TIMEOUT, RegexBudget
 
 EXCERPT_CONTEXT = 40
@@ -77,23 +78,9 @@ def _texts(values: list[str]) -> str:
     return shown + (f" and {len(values) - MAX_LISTED} more" if len(values) > MAX_LISTED else "")
 
 
-def _result(
-    spec: StandardEvaluation, passed: bool, reason: str, details: dict[str, Any] | None = None
-) -> MetricResult:
-    return MetricResult(
-        metric_name=spec.metric_name,
-        kind="standard",
-        score=1.0 if passed else 0.0,
-        threshold=spec.threshold,
-        passed=passed,
-        reason=reason,
-        details=details,
-    )
-
-
 def no_reply(spec: StandardEvaluation, why: str) -> MetricResult:
     """A response check on a turn that ended without a reply: failed, saying why."""
-    return _result(spec, False, f"no reply to check: {_clip(why, 200)}")
+    return standard_result(spec, False, f"no reply to check: {_clip(why, 200)}")
 
 
 # ------------------------------------------------------------------ contains / not_contains
@@ -139,7 +126,7 @@ def evaluate_contains(spec: StandardEvaluation, response: str) -> MetricResult:
                 which = f"found all of {_texts(values)}{how}; the first"
             else:
                 which = f"found {values[first]!r}{how}"
-            return _result(
+            return standard_result(
                 spec,
                 True,
                 f"{which} at character {start + 1}: {excerpt(reply, start, end)}",
@@ -153,7 +140,7 @@ def evaluate_contains(spec: StandardEvaluation, response: str) -> MetricResult:
             reason = (
                 f"expected the reply to contain one of {_texts(values)}{how}; none found; {shown}"
             )
-        return _result(
+        return standard_result(
             spec, False, reason + _case_hint(spec, reply, [values[i] for i in absent]), details
         )
     # not_contains
@@ -163,7 +150,7 @@ def evaluate_contains(spec: StandardEvaluation, response: str) -> MetricResult:
             reason = f"{_texts([values[i] for i in absent])} absent{how} (mode: any)"
         else:
             reason = f"none of {_texts(values)} in the reply{how}"
-        return _result(spec, True, reason, details)
+        return standard_result(spec, True, reason, details)
     first = present[0]
     start, end = found[first] or (0, 0)
     if spec.mode == "all":
@@ -178,7 +165,7 @@ def evaluate_contains(spec: StandardEvaluation, response: str) -> MetricResult:
             f"expected at least one of {_texts(values)} to be absent{how}; all appear, "
             f"first {values[first]!r} at character {start + 1}: {excerpt(reply, start, end)}"
         )
-    return _result(spec, False, reason, details)
+    return standard_result(spec, False, reason, details)
 
 
 # -------------------------------------------------------------------------------- regex
@@ -217,19 +204,19 @@ def evaluate_regex(
     shown = f"/{_clip(spec.pattern or '', 80)}/" + ("i" if spec.case_insensitive else "")
     outcome = _run_regex(spec, budget, response, spec.fullmatch)
     if isinstance(outcome, str):
-        return _result(spec, False, outcome)
+        return standard_result(spec, False, outcome)
     if outcome is not None:
         start, end = outcome.span()
         if spec.fullmatch:
-            return _result(spec, True, f"the whole reply matches {shown}")
-        return _result(
+            return standard_result(spec, True, f"the whole reply matches {shown}")
+        return standard_result(
             spec,
             True,
             f"{shown} matched at character {start + 1}: {excerpt(response, start, end)}",
             {"match": _clip(outcome.group(0), 200)},
         )
     if not response:
-        return _result(spec, False, f"expected a match for {shown}; the reply is empty")
+        return standard_result(spec, False, f"expected a match for {shown}; the reply is empty")
     if spec.fullmatch:
         partial = _run_regex(spec, budget, response, False)
         reason = (
@@ -238,8 +225,10 @@ def evaluate_regex(
         if partial is not None and not isinstance(partial, str):
             start, end = partial.span()
             reason += f"; it matches only part of it, at character {start + 1}: {excerpt(response, start, end)}"
-        return _result(spec, False, reason)
-    return _result(spec, False, f"expected a match for {shown} in the reply: {head(response)}")
+        return standard_result(spec, False, reason)
+    return standard_result(
+        spec, False, f"expected a match for {shown} in the reply: {head(response)}"
+    )
 
 
 # --------------------------------------------------------------------------------- json
@@ -274,7 +263,7 @@ def evaluate_json(
             text, offset, where = fence.group(1), fence.start(1), " (inside the fenced block)"
     if not text.strip():
         empty = "the fenced block is empty" if where else "the reply is empty"
-        return _result(spec, False, f"expected JSON; {empty}")
+        return standard_result(spec, False, f"expected JSON; {empty}")
     try:
         value = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
@@ -287,10 +276,10 @@ def evaluate_json(
             reason += (
                 "; the reply has a ``` fenced block: set strip_code_fence: true to parse its inside"
             )
-        return _result(spec, False, reason)
+        return standard_result(spec, False, reason)
     except (ValueError, RecursionError) as exc:
         text_of = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        return _result(
+        return standard_result(
             spec, False, f"expected JSON{where}; not valid JSON: {text_of}: {head(text)}"
         )
     kind = (
@@ -299,12 +288,12 @@ def evaluate_json(
         else ("an object" if isinstance(value, dict) else "an array")
     )
     if validator is None:
-        return _result(spec, True, f"the reply is valid JSON{where} ({kind})")
+        return standard_result(spec, True, f"the reply is valid JSON{where} ({kind})")
     import jsonschema
 
     errors = list(validator.iter_errors(value))
     if not errors:
-        return _result(spec, True, f"the reply is valid JSON{where} and matches the schema")
+        return standard_result(spec, True, f"the reply is valid JSON{where} and matches the schema")
     best = jsonschema.exceptions.best_match(errors)
     assert best is not None
     ordered = [best, *(e for e in errors if e is not best)]
@@ -320,7 +309,7 @@ def evaluate_json(
         f"the reply{where} is JSON but does not match the schema: at {listed[0]['path']}: "
         f"{listed[0]['message']}{more}"
     )
-    return _result(spec, False, reason, {"schema_errors": listed})
+    return standard_result(spec, False, reason, {"schema_errors": listed})
 
 
 # ------------------------------------------------------------------------------ dispatch
