@@ -283,6 +283,8 @@ def rerun_selection(
                             f"{max(1, planned.settings.repeat)} time(s); one report cannot mix "
                             f"them (give --repeat {runs}, or drop --keep-passed)",
                             file=loaded.display_path,
+                            line=loaded.case_line(index),
+                            field=f"test_cases[{index}]",
                         )
                     )
                 kept[(s, index)] = before
