@@ -4,10 +4,7 @@ overrides, unknown models, and no network."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -30,6 +27,7 @@ from multiturn_eval.pricing import (
 )
 from multiturn_eval.suite import ModelPrice, Suite
 from multiturn_eval.types import TokenUsage
+from tests.cli_probe import run_probe
 from tests.conftest import Project
 from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, text
 from tests.fakes.anthropic_server import Usage as AnthropicUsage
@@ -404,8 +402,6 @@ def test_prices_another_library_downloads_do_not_change_a_run(no_network: list[o
 
 # ------------------------------------------------------------------ whole runs, fresh processes
 
-ROOT = Path(__file__).resolve().parent.parent
-
 #: the CLI in a fresh interpreter with every connection and name lookup that is not to the
 #: loopback interface refused (and recorded), every thread start recorded
 PROBE = textwrap.dedent(
@@ -460,27 +456,7 @@ test_cases:
 
 
 def probe(cwd: Path, *argv: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    full_env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "OPENAI_", "AZURE_OPENAI_", "MULTITURN_EVAL_"))
-        and k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
-    }
-    full_env["PYTHONPATH"] = str(ROOT)
-    full_env.update(env or {})
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *argv],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    line = next((x for x in done.stdout.splitlines() if x.startswith("PROBE ")), None)
-    assert line is not None, done.stdout + done.stderr
-    result: dict[str, Any] = json.loads(line[len("PROBE ") :])
-    return result
+    return run_probe(PROBE, cwd, argv, env)
 
 
 def test_a_priced_run_with_a_spend_cap_touches_no_network(tmp_path: Path) -> None:
