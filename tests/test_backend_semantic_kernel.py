@@ -175,7 +175,8 @@ def test_several_tool_calls_in_one_response_are_all_recorded_in_call_order(
     assert (usage.prompt_tokens, usage.cache_read_tokens) == (450 - 180, 180)
     assert (usage.completion_tokens, usage.cache_creation_tokens) == (60, 0)
     assert usage.total_tokens == 450 + 60
-    assert result.cost_usd is None  # no built-in price for an OpenAI model
+    # gpt-4o-mini from the price table: $0.15 input, $0.075 cached input, $0.60 output
+    assert result.cost_usd == pytest.approx((270 * 0.15 + 180 * 0.075 + 60 * 0.60) / 1e6)
 
     requests = fake.chat_requests()
     assert len(requests) == 3

@@ -9,16 +9,13 @@ the check can fail), and one on the ``openai`` backend imports ``openai`` alone.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.cli_probe import run_probe
+
 HEAVY = ("anthropic", "semantic_kernel", "openai")
 
 PROBE = textwrap.dedent(
@@ -81,25 +78,7 @@ def probe(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> dict
         ("openai.yaml", OPENAI_SUITE),
     ):
         (tmp_path / name).write_text(text)
-    full_env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "OPENAI_", "AZURE_OPENAI_", "MULTITURN_EVAL_"))
-    }
-    full_env["PYTHONPATH"] = str(ROOT)
-    full_env.update(env or {})
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *argv],
-        cwd=tmp_path,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    line = next((x for x in done.stdout.splitlines() if x.startswith("PROBE ")), None)
-    assert line is not None, done.stdout + done.stderr
-    result: dict[str, object] = json.loads(line[len("PROBE ") :])
-    return result
+    return run_probe(PROBE, tmp_path, argv, env)
 
 
 @pytest.mark.parametrize("suite", ["python.yaml", "anthropic.yaml", "sk.yaml", "openai.yaml"])

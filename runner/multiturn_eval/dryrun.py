@@ -53,7 +53,7 @@ class SuitePlan:
 
 
 def suite_plan(planned: PlannedSuite) -> SuitePlan:
-    from .pricing import price_for
+    from .pricing import agent_provider, price_for
     from .spend import PRICED_BACKENDS
     from .suite import JudgeEvaluation
 
@@ -74,8 +74,11 @@ def suite_plan(planned: PlannedSuite) -> SuitePlan:
     rounds = getattr(agent, "max_tool_rounds", None)
     per_turn = rounds + 1 if agent.backend in PRICED_BACKENDS and agent.tools and rounds else 1
     bound: float | None = None
+    provider = agent_provider(agent)
     price = (
-        price_for(agent.model, loaded.suite.pricing) if agent.backend in PRICED_BACKENDS else None
+        price_for(agent.model, loaded.suite.pricing, provider=provider)
+        if provider is not None
+        else None
     )
     if price is not None and agent.max_tokens:
         bound = calls * per_turn * agent.max_tokens * price.output / 1_000_000

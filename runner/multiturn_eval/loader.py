@@ -41,6 +41,7 @@ from .grading.judges.evaluate import JudgeTexts
 from .grading.judges.prompt import template_problem
 from .grading.judges.service import PACKAGES, JudgeConfigProblem, merge_levels, resolve
 from .imports import add_import_paths, resolve_callable
+from .pricing import judge_provider
 from .secrets import is_secret_name, is_secret_value
 from .suite import (
     AT_PATH_ERROR,
@@ -84,9 +85,9 @@ class LoadedSuite:
     judge_endpoints: set[tuple[str, str | None, str, str | None]] = field(default_factory=set)
     """(backend, base_url, api_key, api_version) of every judge the suite calls: their
     clients are built before the run (as the agent backends' are)."""
-    judge_models: dict[str, tuple[str | int, ...]] = field(default_factory=dict)
-    """Every judge model the suite calls -> where it is first used (``--max-cost`` needs
-    their prices, :func:`multiturn_eval.spend.price_issues`)."""
+    judge_models: dict[tuple[str, str], tuple[str | int, ...]] = field(default_factory=dict)
+    """Every (judge model, provider whose prices apply) the suite calls -> where it is first
+    used (``--max-cost`` needs their prices, :func:`multiturn_eval.spend.price_issues`)."""
     json_schemas: dict[str, Any] = field(default_factory=dict)
     """``schema_file`` (as written) -> the JSON Schema read from it at load"""
     _validators: dict[int, Any] = field(default_factory=dict, repr=False)
@@ -691,7 +692,8 @@ def _check_judges(
         loaded.judge_endpoints.add(
             (judge.backend, judge.base_url, judge.api_key, judge.api_version)
         )
-        loaded.judge_models.setdefault(judge.model, where)
+        provider = judge_provider(judge.backend, judge.api_version)
+        loaded.judge_models.setdefault((judge.model, provider), where)
         if is_secret_value(judge.api_key):  # a key written into the suite is redacted too
             loaded.secrets.add(judge.api_key)
         package = PACKAGES[judge.backend]

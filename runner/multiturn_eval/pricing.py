@@ -1,87 +1,93 @@
-"""What a turn's tokens cost (SPEC 6.8): a built-in price table, overridable in the suite.
+"""What a request's tokens cost (SPEC 6.8): genai-prices' table, overridable in the suite.
 
-Prices are US dollars per million tokens: base input, output, 5-minute cache
-writes and cache hits. ``TokenUsage`` maps onto them one to one (the
-``anthropic`` backend puts the API's uncached ``input_tokens`` into
-``prompt_tokens``)::
+Where a price comes from, first match wins:
 
-    cost = (prompt * input + completion * output
-            + cache_creation * cache_write + cache_read * cache_read_price) / 1e6
-
-Sources (read 2026-11-30):
-
-* https://platform.claude.com/docs/en/about-claude/pricing ("Model pricing":
-  Fable/Mythos 5 and 5.1, Opus 4.1 to 5) and its zh-CN edition
-  https://platform.claude.com/docs/zh-CN/about-claude/pricing (Opus 3 to 4.6,
-  Sonnet 3.7 to 4.6, Haiku 3 to 4.5);
-* the model overview pages
-  https://platform.claude.com/docs/en/models/sonnet-5/overview and
-  .../sonnet-5-5/overview (Sonnet 5 and 5.5: $2 input, $2.50 5m write, $10
-  output). The Sonnet 5.5 overview says $0.20 for cache hits; several pricing
-  trackers report Anthropic cut it to $0.10 on 2026-10-07, which is the value
-  used here (the pricing page is the reference: check it if you rely on it).
-
-OpenAI models (:data:`OPENAI_PRICES`, for the ``openai`` backend and
-``semantic-kernel`` on ``service: openai``/``azure-openai``), read 2026-12-01
-from GitHub's published per-token price list for the models it serves, which
-lists OpenAI's own API rates (input, cached input, output and, from GPT-5.6 on,
-cache writes):
-https://github.com/github/docs/blob/main/data/tables/copilot/models-and-pricing.yml
-(its Anthropic rows agree with the Anthropic table above to the cent). OpenAI's
-own page, https://developers.openai.com/api/docs/pricing, could not be read
-when this was written: check it if you rely on these. Only the default tier
-is modelled (GPT-5.4 and 5.5 up to 272K input tokens, GPT-5.6 Luna up to
-200K); longer prompts cost more. Models before GPT-5 mini (gpt-4o,
-gpt-4o-mini, gpt-4.1, o3, ...) are not in the table on purpose: their prices
-were not confirmed from a page readable here; they cost ``null`` unless the
-suite's ``pricing:`` names them. OpenAI reports ``prompt_tokens`` with the
-cached part included; the backends move it to ``cache_read_tokens``, so the
-formula below holds for both providers. OpenAI models before GPT-5.6 charge
-nothing for cache writes (``cache_write`` = 0).
+1. the suite's ``pricing:`` (US dollars per million tokens: input, output and,
+   optionally, 5-minute cache writes and cache hits), by the exact model id,
+   then by its family (``claude-sonnet-4-5`` prices ``claude-sonnet-4-5-20250929``);
+2. `genai-prices <https://github.com/pydantic/genai-prices>`_, pydantic's
+   maintained table of provider prices, the data bundled in the installed
+   package (pinned in ``pyproject.toml``: upgrading the package updates the
+   prices). It knows the model ids and snapshots of each provider, cache reads
+   and writes, prices that changed on a date, and long-context tiers;
+3. nothing: ``cost_usd`` stays None (a guess would be worse than nothing), and
+   ``--max-cost`` refuses such an agent or judge model (:mod:`multiturn_eval.spend`).
 
 Decisions:
 
-* A model missing from the table has no price: ``cost_usd`` stays None (a
-  guess would be worse than nothing). Not in the table on purpose: Opus 5.5
-  and Haiku 5.5 (their cache prices, and Haiku 5.5's prompt-length tiers,
-  were not confirmed from Anthropic's own pages when this was written). Add
-  them, or any other model, under ``pricing:`` in the suite.
-* The 1-hour cache write rate, long-context surcharges (Sonnet 4/4.5 above
-  200K input tokens), batch discounts and regional multipliers are not
-  modelled: the runner sends 5-minute ``cache_control`` blocks, synchronously.
-* Model ids resolve to their family: ``claude-sonnet-4-5-20250929``,
-  ``claude-sonnet-4-5-latest`` and ``claude-sonnet-4-5`` share one price (as
-  do OpenAI snapshots such as ``gpt-5.4-mini-2026-03-17``); the
-  suite's ``pricing:`` keys resolve the same way, and an exact key wins over a
-  family key.
+* **Per request.** :meth:`Price.cost` prices ONE request's usage: a tier is
+  chosen by that request's input (claude-sonnet-4-5 above 200K input tokens,
+  GPT-5.4 above 272K), so a turn's cost is the sum of its requests' costs, never
+  the cost of their summed usage (two 150K requests are not one 300K request).
+* **The provider comes from the backend**, not from the model's name:
+  ``anthropic`` -> Anthropic, ``openai`` -> OpenAI (Azure OpenAI with
+  ``service: azure``), ``semantic-kernel`` -> its ``service``, a judge -> its
+  ``backend`` (Azure with ``api_version``). A model the provider does not list
+  has no price, even if another provider sells one of that name; genai-prices
+  itself lets Azure fall back to OpenAI's and Anthropic's prices. An
+  OpenAI-compatible server at another ``base_url`` is priced as OpenAI
+  (a self-hosted model is not in OpenAI's table, so it stays unpriced). Only a
+  caller that names no provider gets genai-prices' guess from the model id.
+* **No network, ever.** genai-prices can download newer prices (its opt-in
+  ``UpdatePrices``); nothing here starts it, and prices are looked up in a
+  table built from the bundled data only (:func:`_table`), so even another
+  library in the same process that does fetch cannot change a run's prices.
+* **Imported lazily.** The table is about 70 ms of imports: it is loaded the
+  first time a model is not covered by the suite's ``pricing:``, never by
+  ``validate``, ``schema`` or runs of ``python`` and ``http`` agents.
+* **Usage mapping.** ``TokenUsage.prompt_tokens`` is uncached input on every
+  backend; genai-prices counts input with the cached parts included::
+
+      input_tokens = prompt + cache_creation + cache_read
+      cache_write_tokens = cache_creation      (5-minute writes: the runner sends no others)
+      cache_read_tokens = cache_read
+      output_tokens = completion               (reasoning tokens are a part of it)
+
+  A cache-read or cache-write count the table has no separate price for is
+  priced as input (OpenAI models before GPT-5.6 report no writes).
+* Standard rates only: no batch, flex or priority tiers, no regional multipliers.
 * A suite price without ``cache_write`` / ``cache_read`` uses Anthropic's usual
   multipliers of the input price (1.25x and 0.1x), as ``ModelPrice`` documents.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING
 
-from .suite import ModelPrice
+from .suite import ModelPrice, OpenAIAgent, SemanticKernelAgent
 from .types import TokenUsage
+
+if TYPE_CHECKING:
+    from genai_prices.data_snapshot import DataSnapshot
+    from genai_prices.types import ModelInfo, Provider, TieredPrices
+
+    from .suite import AgentConfig
 
 #: the multipliers of the input price a suite price defaults to
 CACHE_WRITE_FACTOR = 1.25
 CACHE_READ_FACTOR = 0.1
 
+#: semantic-kernel's ``service`` -> the provider whose prices apply
+_SK_PROVIDERS = {"openai": "openai", "azure-openai": "azure", "anthropic": "anthropic"}
+
 
 @dataclass(frozen=True)
 class Price:
-    """US dollars per million tokens."""
+    """US dollars per million tokens, the same for every request (a suite's ``pricing:``)."""
 
     input: float
     output: float
     cache_write: float
     cache_read: float
 
-    def cost(self, usage: TokenUsage) -> float:
+    def cost(self, usage: TokenUsage) -> float | None:
+        """What one request's ``usage`` costs, in US dollars (None: it cannot be priced)."""
         return (
             usage.prompt_tokens * self.input
             + usage.completion_tokens * self.output
@@ -103,64 +109,51 @@ class Price:
         )
 
 
-def _p(input: float, cache_write: float, cache_read: float, output: float) -> Price:
-    # argument order as the pricing page's columns: input, 5m write, hits, output
-    return Price(input=input, output=output, cache_write=cache_write, cache_read=cache_read)
+@dataclass(frozen=True, kw_only=True)
+class TablePrice(Price):
+    """A model's entry in genai-prices.
+
+    The four rates above are its base rates on the day it was looked up (below
+    any long-context tier), for the dry run's bound and for people to read;
+    :meth:`cost` is genai-prices' own calculation, which also picks the tier the
+    request's input reaches and the price in force on the request's day.
+    """
+
+    provider: str
+    """genai-prices' provider id (``anthropic``, ``openai``, ``azure``, ...)"""
+    model_id: str
+    """genai-prices' id of the model (``claude-sonnet-4-5`` for ``claude-sonnet-4-5-20250929``)"""
+    tiered: bool
+    """Some rate depends on the request's input tokens (a long-context tier)."""
+    info: ModelInfo = field(repr=False, compare=False)
+    source: Provider = field(repr=False, compare=False)
+
+    def cost(self, usage: TokenUsage) -> float | None:
+        from genai_prices import Usage
+
+        try:
+            request = Usage(
+                input_tokens=usage.prompt_tokens
+                + usage.cache_creation_tokens
+                + usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_creation_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                output_tokens=usage.completion_tokens,
+            )
+            priced = self.info.calc_price(request, self.source)
+        except (ValueError, ArithmeticError):  # counts the table refuses (negative ones)
+            return None
+        return float(priced.total_price)
 
 
-_FABLE_51 = _p(10, 12.50, 0.25, 50)
-_FABLE_5 = _p(10, 12.50, 1, 50)
-_OPUS_45 = _p(5, 6.25, 0.50, 25)
-_OPUS_4 = _p(15, 18.75, 1.50, 75)
-_SONNET_4 = _p(3, 3.75, 0.30, 15)
-_SONNET_5 = _p(2, 2.50, 0.20, 10)
+def model_family(model: str) -> str:
+    """``claude-sonnet-4-5-20250929`` -> ``claude-sonnet-4-5``, ``gpt-5.4-2026-03-05`` ->
+    ``gpt-5.4`` (lower case, suffixes dropped): how the suite's ``pricing:`` keys match."""
+    family = model.strip().lower()
+    for suffix in _SUFFIXES:
+        family = suffix.sub("", family)
+    return family
 
-#: Anthropic model family -> price (see the module docstring for sources)
-ANTHROPIC_PRICES: dict[str, Price] = {
-    "claude-fable-5-1": _FABLE_51,
-    "claude-mythos-5-1": _FABLE_51,
-    "claude-fable-5": _FABLE_5,
-    "claude-mythos-5": _FABLE_5,
-    "claude-opus-5": _OPUS_45,
-    "claude-opus-4-8": _OPUS_45,
-    "claude-opus-4-7": _OPUS_45,
-    "claude-opus-4-6": _OPUS_45,
-    "claude-opus-4-5": _OPUS_45,
-    "claude-opus-4-1": _OPUS_4,
-    "claude-opus-4": _OPUS_4,
-    "claude-3-opus": _OPUS_4,
-    "claude-sonnet-5-5": _p(2, 2.50, 0.10, 10),
-    "claude-sonnet-5": _SONNET_5,
-    "claude-sonnet-4-6": _SONNET_4,
-    "claude-sonnet-4-5": _SONNET_4,
-    "claude-sonnet-4": _SONNET_4,
-    "claude-3-7-sonnet": _SONNET_4,
-    "claude-haiku-4-5": _p(1, 1.25, 0.10, 5),
-    "claude-3-5-haiku": _p(0.80, 1, 0.08, 4),
-    "claude-3-haiku": _p(0.25, 0.30, 0.03, 1.25),
-}
-
-
-def _o(input: float, cached: float, output: float, cache_write: float = 0) -> Price:
-    # argument order as GitHub's table: input, cached input, output (cache write from GPT-5.6)
-    return Price(input=input, output=output, cache_write=cache_write, cache_read=cached)
-
-
-#: OpenAI model family -> price, default tier (see the module docstring for the source)
-OPENAI_PRICES: dict[str, Price] = {
-    "gpt-5-mini": _o(0.25, 0.025, 2.00),
-    "gpt-5.3-codex": _o(1.75, 0.175, 14.00),
-    "gpt-5.4": _o(2.50, 0.25, 15.00),
-    "gpt-5.4-mini": _o(0.75, 0.075, 4.50),
-    "gpt-5.4-nano": _o(0.20, 0.02, 1.25),
-    "gpt-5.5": _o(5.00, 0.50, 30.00),
-    "gpt-5.6-luna": _o(0.20, 0.02, 1.20, 0.25),
-    "gpt-5.6-sol": _o(5.00, 0.50, 30.00, 6.25),
-    "gpt-5.6-terra": _o(2.00, 0.20, 12.00, 2.50),
-}
-
-#: every built-in price, by model family
-BUILTIN_PRICES: dict[str, Price] = {**ANTHROPIC_PRICES, **OPENAI_PRICES}
 
 _SUFFIXES = (
     re.compile(r"\[1m\]$"),  # the 1M-context variant name some tools use
@@ -169,17 +162,29 @@ _SUFFIXES = (
 )
 
 
-def model_family(model: str) -> str:
-    """``claude-sonnet-4-5-20250929`` -> ``claude-sonnet-4-5``, ``gpt-5.4-2026-03-05`` ->
-    ``gpt-5.4`` (lower case, suffixes dropped)."""
-    family = model.strip().lower()
-    for suffix in _SUFFIXES:
-        family = suffix.sub("", family)
-    return family
+def agent_provider(agent: AgentConfig) -> str | None:
+    """The provider whose prices apply to an agent's requests; None for the backends that
+    price their own turns (``python``, ``http``)."""
+    if isinstance(agent, OpenAIAgent):
+        return "azure" if agent.on_azure else "openai"
+    if isinstance(agent, SemanticKernelAgent):
+        return _SK_PROVIDERS[agent.service]
+    return "anthropic" if agent.backend == "anthropic" else None
 
 
-def price_for(model: str | None, overrides: Mapping[str, ModelPrice] | None = None) -> Price | None:
-    """The price of ``model``: the suite's exact key, its family key, then the table."""
+def judge_provider(backend: str, api_version: str | None = None) -> str:
+    """The provider whose prices apply to a judge's calls (an ``api_version``: Azure OpenAI)."""
+    return "azure" if backend == "openai" and api_version is not None else backend
+
+
+def price_for(
+    model: str | None,
+    overrides: Mapping[str, ModelPrice] | None = None,
+    *,
+    provider: str | None = None,
+) -> Price | None:
+    """The price of ``model`` bought from ``provider``: the suite's exact key, its family key,
+    then genai-prices' table (``provider`` None: genai-prices guesses it from the model id)."""
     if not model:
         return None
     overrides = overrides or {}
@@ -189,12 +194,76 @@ def price_for(model: str | None, overrides: Mapping[str, ModelPrice] | None = No
     for key, price in overrides.items():
         if model_family(key) == family:
             return Price.from_model_price(price)
-    return BUILTIN_PRICES.get(family)
+    return _table_price(model.strip(), provider)
 
 
 def cost_usd(
-    model: str | None, usage: TokenUsage, overrides: Mapping[str, ModelPrice] | None = None
+    model: str | None,
+    usage: TokenUsage,
+    overrides: Mapping[str, ModelPrice] | None = None,
+    *,
+    provider: str | None = None,
 ) -> float | None:
-    """The cost of ``usage`` on ``model``; None when the price is unknown."""
-    price = price_for(model, overrides)
+    """The cost of one request's ``usage`` on ``model``; None when the price is unknown."""
+    price = price_for(model, overrides, provider=provider)
     return None if price is None else price.cost(usage)
+
+
+def table_version() -> str:
+    """The installed genai-prices version: which table the prices come from."""
+    from genai_prices import __version__
+
+    return __version__
+
+
+def unpriced(provider: str | None) -> str:
+    """Where a model without a price was looked for, for an error message:
+    ``not in genai-prices 0.2.3 for openai``."""
+    where = f" for {provider}" if provider else ""
+    return f"not in genai-prices {table_version()}{where}"
+
+
+@functools.cache
+def _table() -> DataSnapshot:
+    """The bundled price data, in a table of our own: genai-prices' global one is replaced
+    by whatever an ``UpdatePrices`` in the process downloads."""
+    from genai_prices.data import providers
+    from genai_prices.data_snapshot import DataSnapshot
+
+    return DataSnapshot(providers=providers, from_auto_update=False)
+
+
+@functools.lru_cache(maxsize=512)
+def _table_price(model: str, provider: str | None) -> TablePrice | None:
+    try:
+        source, info = _table().find_provider_model(model, None, provider, None)
+    except LookupError:  # an unknown provider, or a model the provider does not list
+        return None
+    rates = info.get_prices(datetime.now(UTC))
+    input_rate, output_rate = rates.input_mtok, rates.output_mtok
+    if input_rate is None and output_rate is None:
+        return None  # priced per image, second or request, not per token
+    base_input = _base(input_rate)
+    read, write = rates.cache_read_mtok, rates.cache_write_mtok
+    tiered = any(_is_tiered(rate) for rate in (input_rate, output_rate, read, write))
+    return TablePrice(
+        input=base_input,
+        output=_base(output_rate),
+        cache_write=base_input if write is None else _base(write),
+        cache_read=base_input if read is None else _base(read),
+        provider=source.id,
+        model_id=info.id,
+        tiered=tiered,
+        info=info,
+        source=source,
+    )
+
+
+def _base(rate: Decimal | TieredPrices | None) -> float:
+    if rate is None:
+        return 0.0
+    return float(rate if isinstance(rate, Decimal) else rate.base)
+
+
+def _is_tiered(rate: Decimal | TieredPrices | None) -> bool:
+    return rate is not None and not isinstance(rate, Decimal)

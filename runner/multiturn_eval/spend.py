@@ -18,10 +18,11 @@ Decisions (where SPEC and the issue leave room):
   a suite's ``execution.max_cost`` is the cap its own cases are checked
   against, and ``--max-cost`` (or ``MULTITURN_EVAL_MAX_COST``) wins over it.
   With ``--shard``, every shard is a run of its own: the cap is per shard.
-* **Unknown prices.** With a cap, a suite on the ``anthropic`` or
-  ``semantic-kernel`` backend whose model has no price (the built-in table,
-  or the suite's ``pricing:``) is a configuration error (exit 2, before any
-  call): its spend could not be counted. ``python`` and ``http`` agents
+* **Unknown prices.** With a cap, a suite on the ``anthropic``, ``openai`` or
+  ``semantic-kernel`` backend whose model has no price (genai-prices' table
+  for the backend's provider, or the suite's ``pricing:``), or a judge model
+  without one, is a configuration error (exit 2, before any call): its spend
+  could not be counted. ``python`` and ``http`` agents
   price their own turns (``cost_usd`` in their reply): they are allowed,
   with a warning that only the cost they report counts.
 """
@@ -72,7 +73,7 @@ def cap_notice(cap: float, spent: float, not_started: int) -> str:
 def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[str]]:
     """(configuration errors, warnings) of a capped run's suites, before anything runs."""
     from .loader import _format_path as format_path
-    from .pricing import price_for
+    from .pricing import agent_provider, price_for, unpriced
 
     issues: list[ConfigIssue] = []
     warnings: list[str] = []
@@ -81,13 +82,14 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
         if cap is None or not planned.indices:
             continue
         loaded = planned.loaded
-        for model, where in loaded.judge_models.items():
-            if price_for(model, loaded.suite.pricing) is None:
+        for (model, provider), where in loaded.judge_models.items():
+            if price_for(model, loaded.suite.pricing, provider=provider) is None:
                 issues.append(
                     ConfigIssue(
-                        f"judge model {model!r} has no known price, so a spend cap "
-                        f"({dollars(cap)}) cannot be kept; give its price under 'pricing:' (US "
-                        "dollars per million tokens: input, output), or drop --max-cost",
+                        f"judge model {model!r} has no known price ({unpriced(provider)}), so "
+                        f"a spend cap ({dollars(cap)}) cannot be kept; give its price under "
+                        "'pricing:' (US dollars per million tokens: input, output), or drop "
+                        "--max-cost",
                         file=loaded.display_path,
                         line=loaded.document.line_of(where),
                         field=format_path(where),
@@ -100,12 +102,14 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
                 f"your {agent.backend} agent reports with each reply"
             )
             continue
-        if price_for(agent.model, loaded.suite.pricing) is None:
+        seller = agent_provider(agent)
+        if price_for(agent.model, loaded.suite.pricing, provider=seller) is None:
             issues.append(
                 ConfigIssue(
-                    f"model {agent.model!r} has no known price, so a spend cap ({dollars(cap)}) "
-                    "cannot be kept; give its price under 'pricing:' (US dollars per million "
-                    "tokens: input, output), or drop --max-cost",
+                    f"model {agent.model!r} has no known price ({unpriced(seller)}), so a "
+                    f"spend cap ({dollars(cap)}) cannot be kept; give its price under "
+                    "'pricing:' (US dollars per million tokens: input, output), or drop "
+                    "--max-cost",
                     file=loaded.display_path,
                     line=loaded.document.line_of(("agent", "model")),
                     field="agent.model",

@@ -1062,7 +1062,8 @@ class Suite(_Strict):
     )
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     pricing: dict[str, ModelPrice] = Field(
-        default_factory=dict, description="Overrides the built-in price table, by model id."
+        default_factory=dict,
+        description="Prices by model id (US dollars per million tokens), winning over genai-prices.",
     )
     test_cases: list[TestCase]
 

@@ -81,7 +81,7 @@ import anthropic
 import httpx2
 
 from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError, TransientError
-from ..pricing import price_for
+from ..pricing import agent_provider, price_for
 from ..retry import (
     RetryPolicy,
     Sleep,
@@ -410,7 +410,7 @@ class AnthropicBackend:
         self.tools = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
         self.tool_params = self.tools.anthropic_tools(cache=agent.prompt_caching)
         self.policy = RetryPolicy(agent.retry, sleep=sleep)
-        self.price = price_for(agent.model, suite.suite.pricing)
+        self.price = price_for(agent.model, suite.suite.pricing, provider=agent_provider(agent))
         self._files: dict[tuple[Path, str], dict[str, Any]] = {}
 
     async def open_session(self, case: CaseContext) -> AnthropicSession:

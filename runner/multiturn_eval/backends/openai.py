@@ -98,7 +98,7 @@ import httpx2
 import openai
 
 from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError, TransientError
-from ..pricing import price_for
+from ..pricing import agent_provider, price_for
 from ..retry import (
     RetryPolicy,
     Sleep,
@@ -475,7 +475,7 @@ class OpenAIBackend:
             )
         self.tool_params = self.tools.openai_tools()
         self.policy = RetryPolicy(agent.retry, sleep=sleep)
-        self.price = price_for(agent.model, suite.suite.pricing)
+        self.price = price_for(agent.model, suite.suite.pricing, provider=agent_provider(agent))
         self._images: dict[tuple[Any, str], dict[str, Any]] = {}
         # the parts of every request that do not change: built once
         fixed: dict[str, Any] = {"model": agent.model}

@@ -131,7 +131,7 @@ from semantic_kernel.functions.kernel_function_metadata import KernelFunctionMet
 from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
 
 from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError, TransientError
-from ..pricing import price_for
+from ..pricing import agent_provider, price_for
 from ..retry import RetryPolicy, Sleep, parse_retry_after, retry_note, turn_deadline
 from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
@@ -784,7 +784,7 @@ class SemanticKernelBackend:
             self.secrets.add(api_key)  # from the environment too: no report may show it
         self.policy = RetryPolicy(config.retry, sleep=sleep)
         self.turn_timeout = settings.turn_timeout
-        self.price = price_for(config.model, suite.suite.pricing)
+        self.price = price_for(config.model, suite.suite.pricing, provider=agent_provider(config))
         self.toolset = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
         self._client: Any = None
         try:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...pricing import price_for
+from ...pricing import judge_provider, price_for
 from ...results import MetricResult
 from ...suite import JudgeConfig, JudgeEvaluation, ModelPrice
 from ...types import ConversationContext, TokenUsage
@@ -140,7 +140,9 @@ async def _judge(
     cost: float | None = None
     if outcome.reply is not None:
         usage = outcome.reply.usage if fresh else TokenUsage()
-        price = price_for(judge.model, pricing)
+        price = price_for(
+            judge.model, pricing, provider=judge_provider(judge.backend, judge.api_version)
+        )
         cost = price.cost(usage) if price is not None else None
     warnings = list(outcome.notes) if fresh else []
     if outcome.error is not None:
