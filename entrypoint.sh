@@ -12,7 +12,7 @@ set -euo pipefail
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 python=${MULTITURN_EVAL_PYTHON:-/opt/multiturn-eval/bin/python}
 if [ ! -x "$python" ]; then
-  echo "::error title=multiturn-eval: no interpreter::$python is not an executable file (the action's image has it; MULTITURN_EVAL_PYTHON names another)"
+  echo "::error title=multiturn-eval%3A no interpreter::$python is not an executable file (the action's image has it; MULTITURN_EVAL_PYTHON names another)"
   exit 2
 fi
 exec "$python" -m multiturn_eval.github "$@" 2>&1

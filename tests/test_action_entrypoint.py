@@ -492,6 +492,7 @@ def test_without_its_interpreter_the_entrypoint_says_which_one_it_wanted(
     step = runner.run({"suite": "evals/passing.yaml"}, env={"MULTITURN_EVAL_PYTHON": str(missing)})
     assert step.code == 2
     [error] = step.annotations("error")
+    assert error.properties["title"] == "multiturn-eval: no interpreter"
     assert str(missing) in error.message and "MULTITURN_EVAL_PYTHON" in error.message
     # unset, it is the image's virtual environment (the one the Dockerfile builds)
     default = Path("/opt/multiturn-eval/bin/python")

@@ -196,6 +196,11 @@ def test_allowed_expressions_load(text: str) -> None:
             "unrecognized named-value 'github'",
         ),
         (
+            manifest(inputs="  i:\n    description: Token, e.g. ${{ secrets.X }}\n"),
+            "inputs.i.description",
+            "unrecognized named-value 'secrets'",
+        ),
+        (
             manifest(outputs="  o:\n    description: see ${{ 'x' }}\n"),
             "outputs.o.description",
             "not allowed here",

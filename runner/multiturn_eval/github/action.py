@@ -158,9 +158,9 @@ class Action:
     # -------------------------------------------------------------------- steps
 
     def run(self) -> int:
-        problem = workspace_problem(self.context.github.workspace)
-        if problem is not None:
-            self.annotate(Annotation("error", problem, title="multiturn-eval: GITHUB_WORKSPACE"))
+        unusable = workspace_problem(self.context.github.workspace)
+        if unusable is not None:
+            self.annotate(Annotation("error", unusable, title="multiturn-eval: GITHUB_WORKSPACE"))
             self.finish_outputs()
             return EXIT_CONFIG
         try:
