@@ -180,11 +180,17 @@ def test_dockerignore_keeps_only_what_the_image_needs() -> None:
         assert needed in text
 
 
-def test_entrypoint_is_bash_executable_and_hands_over_to_python() -> None:
+def test_entrypoint_is_bash_executable_and_hands_over_to_the_image_python() -> None:
     path = ROOT / "entrypoint.sh"
     text = path.read_text()
     assert text.startswith("#!/bin/bash\n")
-    assert "exec python -m multiturn_eval.github" in text
+    # the image's interpreter by absolute path (the venv the Dockerfile builds), never a
+    # `python` looked up on PATH, which the job's environment may replace
+    assert "python=${MULTITURN_EVAL_PYTHON:-/opt/multiturn-eval/bin/python}\n" in text
+    assert 'exec "$python" -m multiturn_eval.github "$@" 2>&1\n' in text
+    assert not re.search(r"^[^#]*\bexec python", text, re.M)
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert "python3 -m venv /opt/multiturn-eval " in dockerfile
     assert os.access(path, os.X_OK)
     if (ROOT / ".git").exists() and shutil.which("git"):
         mode = subprocess.run(

@@ -102,8 +102,9 @@ class Runner:
         event_name: str = "pull_request",
         event: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
+        without: tuple[str, ...] = (),
     ) -> Step:
-        environment, output, summary = self.prepare(inputs, event_name, event, env)
+        environment, output, summary = self.prepare(inputs, event_name, event, env, without)
         done = subprocess.run(
             [str(ENTRYPOINT)],
             cwd=self.workspace,
@@ -130,6 +131,7 @@ class Runner:
         event_name: str = "pull_request",
         event: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
+        without: tuple[str, ...] = (),
     ) -> tuple[dict[str, str], Path, Path]:
         self.count += 1
         output = self.files / f"set_output_{self.count}"
@@ -139,6 +141,8 @@ class Runner:
         event_path = self.root / f"event_{self.count}.json"
         event_path.write_text(json.dumps(pr_event() if event is None else event), encoding="utf-8")
         environment = {
+            # the image's interpreter is /opt/multiturn-eval/bin/python; here, the test's own
+            "MULTITURN_EVAL_PYTHON": str(self.python_bin / "python"),
             "PATH": f"{self.python_bin}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.home),
             "LANG": "C.UTF-8",
@@ -165,6 +169,8 @@ class Runner:
                 value = TOKEN
             environment["INPUT_" + name.upper()] = value
         environment.update(env or {})
+        for name in without:
+            del environment[name]
         return environment, output, summary
 
 
@@ -439,6 +445,103 @@ def test_bad_inputs_exit_2_naming_the_input(
     ]
     assert not (runner.workspace / "multiturn-eval-report").exists()
     assert github.requests == []
+
+
+# ------------------------------------------------------- the job's environment
+
+
+def _impostor_pythons(directory: Path) -> Path:
+    """``python`` and ``python3`` that are not the action's (as a job's PATH may hold)."""
+    directory.mkdir()
+    for name in ("python", "python3"):
+        script = directory / name
+        script.write_text("#!/bin/sh\necho 'not the action interpreter' >&2\nexit 97\n")
+        script.chmod(0o755)
+    return directory
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "{impostors}:/usr/local/bin:/usr/bin:/bin",  # a job-level `env: PATH:` of the host
+        "/home/runner/.local/bin:/opt/hostedtoolcache/Python/3.12.3/x64/bin",  # GITHUB_ENV PATH=
+        "",
+    ],
+    ids=["impostor-python-first", "host-paths-only", "empty"],
+)
+def test_a_job_level_path_cannot_break_the_action(
+    runner: Runner, tmp_path: Path, path: str
+) -> None:
+    # The runner passes the job's environment into the container, PATH included: the
+    # entrypoint runs its own interpreter by absolute path, whatever PATH says.
+    impostors = _impostor_pythons(tmp_path / "impostors")
+    step = runner.run(
+        {"suite": "evals/passing.yaml", "comment": "never"},
+        env={"PATH": path.format(impostors=impostors)},
+    )
+    assert step.code == 0, step.log
+    assert "not the action interpreter" not in step.log
+    assert set(step.outputs) == set(ACTION["outputs"])
+    assert (step.outputs["total"], step.outputs["failed"]) == ("2", "0")
+
+
+def test_without_its_interpreter_the_entrypoint_says_which_one_it_wanted(
+    runner: Runner, tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-venv" / "bin" / "python"
+    step = runner.run({"suite": "evals/passing.yaml"}, env={"MULTITURN_EVAL_PYTHON": str(missing)})
+    assert step.code == 2
+    [error] = step.annotations("error")
+    assert error.properties["title"] == "multiturn-eval: no interpreter"
+    assert str(missing) in error.message and "MULTITURN_EVAL_PYTHON" in error.message
+    # unset, it is the image's virtual environment (the one the Dockerfile builds)
+    default = Path("/opt/multiturn-eval/bin/python")
+    if default.exists():
+        pytest.skip("this machine has the image's interpreter path")
+    step = runner.run({"suite": "evals/passing.yaml"}, without=("MULTITURN_EVAL_PYTHON",))
+    assert step.code == 2
+    [error] = step.annotations("error")
+    assert error.message.startswith(f"{default} is not an executable file")
+
+
+@pytest.mark.parametrize("workspace", [None, "/nonexistent/github/workspace", "file"])
+def test_a_missing_workspace_is_named_as_such(
+    runner: Runner, github: FakeGitHub, workspace: str | None
+) -> None:
+    if workspace == "file":
+        workspace = str(runner.workspace / "evals" / "passing.yaml")
+    step = runner.run(
+        {"suite": "evals/passing.yaml", "working-directory": "evals"},
+        env={} if workspace is None else {"GITHUB_WORKSPACE": workspace},
+        without=("GITHUB_WORKSPACE",) if workspace is None else (),
+    )
+    assert step.code == 2, step.log
+    [error] = step.annotations("error")
+    assert error.properties["title"] == "multiturn-eval: GITHUB_WORKSPACE"
+    assert "GITHUB_WORKSPACE" in error.message
+    assert ("is not set" if workspace is None else "not a directory") in error.message
+    assert "working-directory" not in step.log and "report-dir" not in error.message
+    assert set(step.outputs) == set(ACTION["outputs"])
+    assert all(value == "" for value in step.outputs.values()), step.outputs
+    assert github.requests == []
+    assert not (runner.workspace / "multiturn-eval-report").exists()
+
+
+@pytest.mark.parametrize("report_dir", ["multiturn-eval-report", "out/nested/reports"])
+def test_after_a_configuration_error_the_report_dir_output_names_a_directory_that_exists(
+    runner: Runner, report_dir: str
+) -> None:
+    step = runner.run({"suite": "evals/broken.yaml", "report-dir": report_dir, "comment": "never"})
+    assert step.code == 2, step.log
+    assert step.outputs["report-dir"] == report_dir
+    directory = runner.workspace / step.outputs["report-dir"]
+    assert directory.is_dir() and list(directory.iterdir()) == []  # no report: none was written
+    assert step.outputs["json-report"] == step.outputs["html-report"] == ""
+
+    # a suite glob matching nothing is a configuration error of its own: the same holds
+    step = runner.run({"suite": "evals/none-*.yaml", "report-dir": "empty", "comment": "never"})
+    assert step.code == 2, step.log
+    assert (runner.workspace / step.outputs["report-dir"]).is_dir()
 
 
 def test_fail_on_failure_false_passes_the_step_but_reports_the_failures(runner: Runner) -> None:

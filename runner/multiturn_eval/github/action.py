@@ -158,6 +158,11 @@ class Action:
     # -------------------------------------------------------------------- steps
 
     def run(self) -> int:
+        unusable = workspace_problem(self.context.github.workspace)
+        if unusable is not None:
+            self.annotate(Annotation("error", unusable, title="multiturn-eval: GITHUB_WORKSPACE"))
+            self.finish_outputs()
+            return EXIT_CONFIG
         try:
             inputs = read_inputs(self.env, self.workspace)
         except InputError as exc:
@@ -214,6 +219,8 @@ class Action:
                     self.annotate(annotation)
             self.comment(inputs, report, markdown, code)
         finally:
+            if not ensure_directory(inputs.report_dir):
+                self.outputs["report-dir"] = ""
             self.finish_outputs()
             hand_back(handback, self.workspace)
         final = decisions.final_exit_code(code, inputs.fail_on_failure)
@@ -583,6 +590,36 @@ class Action:
             write_outputs(self.context.github.output_file, self.outputs)
         except OSError as exc:
             self.log.warning(f"cannot write outputs to $GITHUB_OUTPUT: {exc}")
+
+
+def workspace_problem(workspace: Path | None) -> str | None:
+    """Why the runner's workspace cannot be used (None: it can).
+
+    Named as what it is: without it, ``working-directory`` and ``report-dir``
+    (relative to it) cannot be checked, so they are not blamed.
+    """
+    if workspace is None:
+        return (
+            "GITHUB_WORKSPACE is not set: the action runs as a step of a GitHub Actions job, "
+            "whose runner sets it to the job's workspace (to run suites elsewhere, use the "
+            "multiturn-eval command line)"
+        )
+    if not workspace.is_dir():
+        return f"GITHUB_WORKSPACE is {str(workspace)!r}, which is not a directory"
+    return None
+
+
+def ensure_directory(path: Path) -> bool:
+    """Make sure ``path`` is a directory, so the ``report-dir`` output never names a missing one.
+
+    A run stopped before writing reports (a configuration error) leaves it empty, and
+    the steps after it (``actions/upload-artifact``, a script listing the reports) find
+    the directory the output names. (An empty output instead would fail
+    upload-artifact, whose ``path`` is a required input.) False if it cannot be made.
+    """
+    with contextlib.suppress(OSError):
+        path.mkdir(parents=True, exist_ok=True)
+    return path.is_dir()
 
 
 def _first_missing(path: Path, workspace: Path) -> Path:
