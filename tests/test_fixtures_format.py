@@ -602,3 +602,33 @@ def test_the_runs_secrets_are_redacted_and_look_alikes_are_kept(tmp_path: Path) 
     replay = suite_fixtures(tmp_path, "replay", secrets=[secret]).cassette(0)
     replay.set_turn(1)
     assert text_of(call(replay, "agent", body)) == "I will not repeat ***"
+
+
+def test_a_run_secret_the_redaction_cannot_reach_is_refused(tmp_path: Path) -> None:
+    import base64
+
+    secret = "correct-horse-battery-staple"
+    fixtures = suite_fixtures(tmp_path, "record", secrets=[secret])
+    cassette = fixtures.cassette(0)
+    cassette.set_turn(1)
+    binary = base64.b64encode(b"\x00\x01 token=" + secret.encode() + b" \xff").decode()
+    call(
+        cassette,
+        "agent",
+        anthropic_body("download it"),
+        RecordedResponse(200, Body("base64", binary)),
+    )
+    report = cassette.finish()
+    assert report.error == (
+        "fixtures/support/refund-flow.jsonl:2 response.base64: holds one of the run's secrets "
+        "(where the redaction could not reach it); the fixture was not written (keep keys out of "
+        "prompts and replies, or give the value to the run as a secret so it is redacted)"
+    )
+    assert not fixtures.path(0).exists()
+    # a key inside a base64 body is found as well
+    cassette = suite_fixtures(tmp_path, "record").cassette(0)
+    key = base64.b64encode(b"ANTHROPIC_API_KEY=sk-ant-api03-XYZXYZ").decode()
+    call(cassette, "agent", Body("base64", key), reply("stored"))
+    assert (cassette.finish().error or "").startswith(
+        "fixtures/support/refund-flow.jsonl:2 request_base64: holds what looks like an Anthropic API key"
+    )

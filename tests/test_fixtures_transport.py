@@ -598,3 +598,32 @@ def test_a_stream_the_client_stops_reading_keeps_what_it_read_and_a_broken_one_n
     with no_network():
         again = asyncio.run(run("replay"))
     assert again == [b'data: {"n":0}\n\n', b'data: {"n":1}\n\n']
+
+
+def test_re_recording_against_a_deterministic_server_keeps_the_file_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    def record_three_runs() -> list[bytes]:
+        suite = suite_fixtures(tmp_path, "record", repeat=3)
+        with FakeAnthropic(echo) as fake:  # a fresh server: the same message ids each time
+            for run in (1, 2, 3):
+                cassette = suite.cassette(0, run)
+                asyncio.run(
+                    two_turns(anthropic_client(fake.url, "record"), cassette, tag=f" #{run}")
+                )
+                cassette.finish()
+        return [suite.path(0, run).read_bytes() for run in (1, 2, 3)]
+
+    first = record_three_runs()
+    names = sorted(p.name for p in (tmp_path / "support").iterdir())
+    assert names == ["refund-flow.jsonl", "refund-flow.run-2.jsonl", "refund-flow.run-3.jsonl"]
+    assert [json.loads(f.splitlines()[0])["run"] for f in first] == [1, 2, 3]
+    assert record_three_runs() == first
+    with no_network():
+        suite = suite_fixtures(tmp_path, "replay", repeat=3)
+        for run in (1, 2, 3):
+            cassette = suite.cassette(0, run)
+            answers = asyncio.run(
+                two_turns(anthropic_client(STOPPED, "replay"), cassette, tag=f" #{run}")
+            )
+            assert answers[0] == f"where is my refund? #{run}" and cassette.finish().missed == 0
