@@ -558,3 +558,28 @@ def test_a_judge_call_shared_between_cases_lands_in_every_cases_fixture(tmp_path
     cache.clear()
     alone = asyncio.run(run("replay", NAMES, [1]))  # -k the second case alone
     assert alone == [both[1]] and len(inner.calls) == 1
+
+
+def test_the_exchange_wrapper_refuses_bodies_json_cannot_hold_and_keeps_none_of_them(
+    tmp_path: Path,
+) -> None:
+    async def odd(side: str, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+        return 200, {"when": object()}  # a reply JSON cannot hold
+
+    async def run() -> None:
+        cassette = suite_fixtures(tmp_path, "record").cassette(0)
+        exchange = with_fixtures(odd, mode="record")
+        with use_cassette(cassette):
+            cassette.set_turn(1)
+            with pytest.raises(TypeError, match="a request body JSON cannot hold"):
+                await exchange("agent", "/v1/messages", {"tags": {1, 2}})
+            with pytest.raises(TypeError, match="a request body JSON cannot hold"):
+                await exchange("agent", "/v1/messages", {"t": float("nan")})
+            status, data = await exchange("agent", "/v1/messages", {"q": 1})
+            assert status == 200 and "when" in data  # passed on, not recorded
+            with pytest.raises(ValueError, match="unknown side 'robot'"):
+                await exchange("robot", "/v1/messages", {"q": 1})
+        report = cassette.finish()
+        assert (report.recorded, report.error) == (0, None)
+
+    asyncio.run(run())

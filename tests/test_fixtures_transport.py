@@ -32,7 +32,7 @@ from multiturn_eval.fixtures.canonical import Body
 from multiturn_eval.fixtures.cassette import Cassette, Live, Mode
 from multiturn_eval.fixtures.format import RecordedResponse
 from tests.cassettes import no_network, suite_fixtures
-from tests.fakes._server import Drop, FakeServer, Request, Response
+from tests.fakes._server import Drop, FakeServer, Request, Response, Slow
 from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, echo, overloaded, text
 from tests.fakes.openai_server import API_KEY as OPENAI_KEY
 from tests.fakes.openai_server import FakeOpenAI
@@ -627,3 +627,47 @@ def test_re_recording_against_a_deterministic_server_keeps_the_file_byte_for_byt
                 two_turns(anthropic_client(STOPPED, "replay"), cassette, tag=f" #{run}")
             )
             assert answers[0] == f"where is my refund? #{run}" and cassette.finish().missed == 0
+
+
+def test_a_server_that_never_answers_times_out_and_records_nothing(tmp_path: Path) -> None:
+    async def run(url: str) -> Cassette:
+        cassette = suite_fixtures(tmp_path, "record").cassette(0)
+        async with httpx2.AsyncClient(
+            transport=AsyncFixtureTransport(mode="record"), base_url=url, timeout=0.2
+        ) as client:
+            with use_cassette(cassette):
+                cassette.set_turn(1)
+                with pytest.raises(httpx2.ReadTimeout):
+                    await client.post("/v1/messages", json={"q": 1})
+        return cassette
+
+    with FakeServer(lambda request: Slow(30)) as server:
+        report = asyncio.run(run(server.url)).finish()
+    assert (report.recorded, report.written) == (0, True)
+    fixture = read_fixture(tmp_path / "support" / "refund-flow.jsonl")
+    assert fixture is not None and fixture.calls == []
+
+
+@pytest.mark.parametrize("library", ["httpx2 sync", "httpx async"])
+def test_intercept_httpx_covers_the_other_default_transports(tmp_path: Path, library: str) -> None:
+    def run(url: str, mode: Mode) -> Any:
+        cassette = suite_fixtures(tmp_path, mode).cassette(0)
+
+        async def agent() -> Any:
+            with use_cassette(cassette):
+                cassette.set_turn(1)
+                if library == "httpx2 sync":
+                    with httpx2.Client(base_url=url) as client:
+                        return client.post("/lookup", json={"order": 1}).json()
+                async with httpx.AsyncClient(base_url=url) as client:
+                    return (await client.post("/lookup", json={"order": 1})).json()
+
+        with intercept_httpx(mode):
+            result = asyncio.run(agent())
+        assert cassette.finish().missed == 0
+        return result
+
+    with JsonEcho() as server:
+        live = run(server.url, "record")
+    with no_network():
+        assert run(STOPPED, "replay") == live == {"echo": {"order": 1}, "path": "/lookup"}
