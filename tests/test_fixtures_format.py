@@ -632,3 +632,17 @@ def test_a_run_secret_the_redaction_cannot_reach_is_refused(tmp_path: Path) -> N
     assert (cassette.finish().error or "").startswith(
         "fixtures/support/refund-flow.jsonl:2 request_base64: holds what looks like an Anthropic API key"
     )
+
+
+def test_loading_can_check_every_fixture_without_holding_them(tmp_path: Path) -> None:
+    path = record_case(tmp_path, [anthropic_body("hi")])
+    held = suite_fixtures(tmp_path, "replay")
+    held.load([0])
+    checked = suite_fixtures(tmp_path, "replay")
+    checked.load([0], keep=False)
+    path.unlink()
+    assert held.cassette(0).fixture is not None  # read once, held until its cassette
+    assert checked.cassette(0).fixture is None  # read again for its cassette: gone now
+    path.write_text("{broken\n")
+    with pytest.raises(ConfigError):
+        suite_fixtures(tmp_path, "replay").load([0], keep=False)
