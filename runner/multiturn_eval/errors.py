@@ -11,7 +11,8 @@
     ├── BackendError                    one agent call failed; says whether to retry
     │   ├── SessionError                the session may be broken (public API)
     │   ├── TransientError              worth retrying (429, 529, 5xx, dropped connection)
-    │   └── FatalBackendError           nothing will work (bad API key): stop the run (exit 3)
+    │   ├── FatalBackendError           nothing will work (bad API key): stop the run (exit 3)
+    │   └── FixtureMissError            a model call the fixtures do not answer (never sent live)
     ├── TurnTimeout                     a turn ran past ``turn_timeout``
     ├── FatalRunError                   carries a case's result out of the case runner when
     │                                   the whole run must stop (after a FatalBackendError)
@@ -19,6 +20,7 @@
     │   ├── ToolDefinitionError         a callable cannot be a tool (a configuration error)
     │   ├── ToolArgumentError           the model's arguments do not fit (the model is told)
     │   └── UnknownToolError            the model called a tool the suite does not offer
+    ├── FixtureRefused                  a fixture not written: it would hold a secret
     ├── UserCodeAbort                   user code raised a BaseException that is not an
     │                                   error (sys.exit, KeyboardInterrupt): a turn error
     └── GitHubError                     the GitHub REST API refused or failed a request
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .fixtures.cassette import Miss
     from .results import CaseResult
 
 
@@ -132,6 +135,32 @@ class FatalBackendError(BackendError):
 
     The run stops starting new test cases and exits 3 with this message.
     """
+
+
+class FixtureMissError(BackendError):
+    """A model call that the fixtures do not answer and that may not be sent live.
+
+    ``miss`` says where the request left the recording (case, run, turn, side,
+    call, the first difference) and how to re-record it; ``str()`` is that message.
+    """
+
+    def __init__(self, miss: Miss | None, message: str | None = None) -> None:
+        super().__init__(message or (miss.message if miss is not None else "not in the fixtures"))
+        self.miss = miss
+
+
+class FixtureRefused(MultiturnEvalError):
+    """A fixture that was not written because a value in it looks like a secret.
+
+    ``file`` and ``line`` are where the entry would have been written, ``field``
+    the JSON path inside it; the message never quotes the value.
+    """
+
+    def __init__(self, message: str, *, file: str, line: int, field: str) -> None:
+        super().__init__(f"{file}:{line} {field}: {message}")
+        self.file = file
+        self.line = line
+        self.field = field
 
 
 class TurnTimeout(MultiturnEvalError):
