@@ -79,6 +79,76 @@ def test_unknown_key_in_agent(project: Project) -> None:
 
 
 @pytest.mark.parametrize(
+    ("evaluation", "message"),
+    [
+        (
+            "{type: code, grader: 'tests.graders:exact', case_insensitive: true}",
+            "evaluations[0].case_insensitive: 'case_insensitive' is not a key of a code evaluation "
+            "(type: code); it is a key of a standard evaluation (type: standard) with metric: "
+            "equality, contains, not_contains or regex",
+        ),
+        (
+            "{type: judge, rubric: r, absolute_tolerance: 1}",
+            "evaluations[0].absolute_tolerance: 'absolute_tolerance' is not a key of a judge "
+            "evaluation (type: judge); it is a key of a standard evaluation (type: standard) "
+            "with metric: numeric",
+        ),
+        (
+            "{type: standard, metric: equality, grader: 'a:b'}",
+            "evaluations[0].grader: 'grader' is not a key of a standard evaluation "
+            "(type: standard); it is a key of a code evaluation (type: code)",
+        ),
+        (
+            "{type: code, grader: 'tests.graders:exact', treshold: 0.5}",
+            "evaluations[0].treshold: unknown key; did you mean 'threshold'?",
+        ),
+    ],
+)
+def test_a_key_of_another_evaluation_type_says_where_it_belongs(
+    project: Project, evaluation: str, message: str
+) -> None:
+    error = one_error(project, f"evaluations:\n  - {evaluation}\ntest_cases:\n  - input: x\n")
+    assert error == f"suite.yaml:5 {message}"
+
+
+def test_a_key_of_another_backend_says_where_it_belongs(project: Project) -> None:
+    error = one_error(project, "  url: http://x\ntest_cases:\n  - input: x\n")
+    assert error == (
+        "suite.yaml:4 agent.url: 'url' is not a key of the python agent (backend: python); "
+        "it is a key of the http agent (backend: http)"
+    )
+
+
+def test_an_unknown_key_is_never_suggested_as_itself() -> None:
+    """Every key of the suite format, written where it is not valid, in every model."""
+    from multiturn_eval import suite as models
+    from multiturn_eval.key_hints import all_keys, describe, unknown_key_message
+
+    places: dict[str, tuple[str | int, ...]] = {
+        "StandardEvaluation": ("evaluations", 0, "standard"),
+        "CodeEvaluation": ("evaluations", 0, "code"),
+        "JudgeEvaluation": ("test_cases", 0, "turns", 0, "evaluations", 1, "judge"),
+        "PythonAgent": ("agent", "python"),
+        "HttpAgent": ("agent", "http"),
+        "OpenAIAgent": ("agent", "openai"),
+        "ExecutionConfig": ("execution",),
+        "TestCase": ("test_cases", 3),
+        "ExpectedTool": ("test_cases", 0, "turns", 2, "expected_tools", 1, "tool-spec"),
+        "JudgeConfig": ("judge",),
+        "Suite": (),
+    }
+    for name, location in places.items():
+        model = getattr(models, name)
+        assert describe(model) and not describe(model).startswith(name), name
+        for key in all_keys():
+            if key in model.model_fields:
+                continue
+            message = unknown_key_message(key, location)
+            assert f"did you mean '{key}'" not in message, (name, key, message)
+            assert message.startswith(("unknown key", f"'{key}' is not a key of ")), message
+
+
+@pytest.mark.parametrize(
     ("typo", "known"),
     [
         ("ground_truht", "ground_truth"),

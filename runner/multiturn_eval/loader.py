@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import errno
 import functools
 import gc
@@ -33,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from .errors import ConfigError, ConfigIssue, YamlSyntaxError
 from .grading.evaluators import parse_ground_truth_number
@@ -208,16 +207,6 @@ def _clean_loc(loc: Sequence[str | int], data: Any) -> list[str | int]:
     return out
 
 
-def _known_keys() -> list[str]:
-    from . import suite as models
-
-    keys: set[str] = set()
-    for obj in vars(models).values():
-        if isinstance(obj, type) and issubclass(obj, BaseModel):
-            keys.update(obj.model_fields)
-    return sorted(keys)
-
-
 _PATTERN_WORDS = {
     CALLABLE_PATTERN: "must be of the form module.path:callable (e.g. my_agents.support:make_session)",
     URL_PATTERN: "must start with http:// or https://",
@@ -229,15 +218,9 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
     kind = error["type"]
     ctx = error.get("ctx") or {}
     if kind == "extra_forbidden":
-        hint = ""
-        if isinstance(key, str):
-            match = difflib.get_close_matches(key, _known_keys(), n=3, cutoff=0.75)
-            # two swapped letters ('modle') mean the key with the same letters ('model'),
-            # even when a shorter key ('mode') scores higher
-            swapped = [m for m in match if sorted(m) == sorted(key)]
-            match = swapped or match
-            hint = f"; did you mean '{match[0]}'?" if match else ""
-        return f"unknown key{hint}"
+        from .key_hints import unknown_key_message
+
+        return unknown_key_message(key, tuple(error["loc"])[:-1])
     if kind == "missing":
         return "required key missing"
     if kind == "union_tag_invalid":

@@ -371,7 +371,7 @@ _NUMERIC_FLAGS = (
 RESPONSE_CHECKS = ("contains", "not_contains", "regex", "json")
 """Standard metrics that check the reply itself: they run on every turn, ground_truth or not."""
 
-_METRIC_FLAGS: dict[str, tuple[str, ...]] = {
+METRIC_FLAGS: dict[str, tuple[str, ...]] = {
     "equality": _EQUALITY_FLAGS,
     "numeric": _NUMERIC_FLAGS,
     "contains": ("value", "mode", "case_insensitive"),
@@ -379,7 +379,7 @@ _METRIC_FLAGS: dict[str, tuple[str, ...]] = {
     "regex": ("pattern", "fullmatch", "case_insensitive"),
     "json": ("strip_code_fence", "json_schema", "schema_file"),
 }
-_ALL_FLAGS = tuple(dict.fromkeys(f for flags in _METRIC_FLAGS.values() for f in flags))
+_ALL_FLAGS = tuple(dict.fromkeys(f for flags in METRIC_FLAGS.values() for f in flags))
 _FLAG_KEYS = {"json_schema": "schema"}
 """Fields whose suite key differs from the field name."""
 
@@ -428,7 +428,7 @@ class StandardEvaluation(_Strict):
 
     @model_validator(mode="after")
     def _flags_fit_metric(self) -> StandardEvaluation:
-        allowed = _METRIC_FLAGS[self.metric]
+        allowed = METRIC_FLAGS[self.metric]
         for flag in _ALL_FLAGS:
             if flag in self.model_fields_set and flag not in allowed:
                 raise at_path(
