@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from multiturn_eval import __version__
+from multiturn_eval import __version__, cli
 from multiturn_eval.schema import render
 from tests import agents
 from tests.conftest import Project
@@ -70,6 +70,59 @@ def test_exit_2_for_usage_errors(project: Project) -> None:
         project.run("run", "suite.yaml", "-p", "zero")
     assert raised.value.code == 2
     assert project.run("run", "missing.yaml").code == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["run", "suite.yaml", "--repeats", "2"],
+            "multiturn-eval run: error: unrecognized arguments: --repeats 2; "
+            "did you mean '--repeat'? (see 'multiturn-eval run --help')",
+        ),
+        (
+            ["run", "suite.yaml", "--repeats=2"],
+            "multiturn-eval run: error: unrecognized arguments: --repeats=2; "
+            "did you mean '--repeat'?",
+        ),
+        (
+            ["run", "suite.yaml", "--formt", "json"],
+            "unrecognized arguments: --formt json; did you mean '--format'?",
+        ),
+        (
+            ["regrade", "r.json", "-o", "x", "--grader-timout", "3"],
+            "multiturn-eval regrade: error: unrecognized arguments: --grader-timout 3; "
+            "did you mean '--grader-timeout'?",
+        ),
+        # a prefix that fits two options: argparse names both (its abbreviations are kept)
+        (
+            ["run", "suite.yaml", "--rep", "2"],
+            "multiturn-eval run: error: ambiguous option: --rep could match --report-dir, --repeat",
+        ),
+        # nothing close: no guess
+        (
+            ["run", "suite.yaml", "--zzzz"],
+            "multiturn-eval run: error: unrecognized arguments: --zzzz (see",
+        ),
+        (["validate", "suite.yaml", "--repeat", "2"], "unrecognized arguments: --repeat 2 (see"),
+    ],
+)
+def test_a_misspelt_option_gets_a_did_you_mean(
+    project: Project, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    write(project, n=1)
+    with pytest.raises(SystemExit) as raised:
+        cli.main(argv, env={})
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_an_unambiguous_prefix_of_an_option_is_that_option(project: Project) -> None:
+    write(project, n=1)
+    args = cli.build_parser().parse_args_suggesting(["run", "suite.yaml", "--repea", "3"])
+    assert args.repeat == 3
 
 
 def test_no_agent_is_called_when_the_configuration_is_bad(project: Project) -> None:
