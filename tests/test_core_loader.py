@@ -282,7 +282,10 @@ def test_flag_of_the_other_metric(project: Project) -> None:
 @pytest.mark.parametrize(
     ("grader", "message"),
     [
-        ("nowhere.mod:fn", "cannot import module 'nowhere.mod': no module named 'nowhere'"),
+        (
+            "nowhere.mod:fn",
+            "cannot import module 'nowhere.mod': no module named 'nowhere' (looked in ",
+        ),
         ("tests.graders:missing", "module 'tests.graders' has no attribute 'missing'"),
         ("tests.graders:NOT_CALLABLE", "'tests.graders:NOT_CALLABLE' is a int, not a callable"),
     ],
@@ -292,7 +295,50 @@ def test_code_grader_imported_at_load(project: Project, grader: str, message: st
         project,
         f"test_cases:\n  - name: g\n    input: x\n    evaluations:\n      - type: code\n        grader: {grader}\n",
     )
-    assert error == f'suite.yaml:9 test_cases[0] ("g") evaluations[0].grader: {message}'
+    assert error.startswith(f'suite.yaml:9 test_cases[0] ("g") evaluations[0].grader: {message}')
+
+
+def test_a_module_not_found_says_where_it_was_looked_for(project: Project) -> None:
+    """Run from another directory, ``mypkg.agents`` is not found: the hint says why."""
+    project.write("repo/mypkg/__init__.py", "")
+    project.write("repo/mypkg/agents.py", "def make(ctx):\n    return None\n")
+    project.write(
+        "repo/suites/s.yaml",
+        "agent: {backend: python, factory: 'mypkg.agents:make'}\ntest_cases: [{input: x}]\n",
+    )
+    suites = (project.root / "repo" / "suites").resolve()
+    result = project.run("validate", "repo/suites/s.yaml")
+    assert result.code == 2
+    line = result.err.splitlines()[1].strip()
+    assert line.startswith(
+        "repo/suites/s.yaml:1 agent.factory: cannot import module 'mypkg.agents': no module "
+        "named 'mypkg' (looked in /"
+    ), line
+    looked = line.partition("(looked in ")[2].partition(" and the interpreter's")[0].split(", ")
+    assert str(suites) in looked and str(project.root.resolve()) in looked, looked
+    assert line.endswith(
+        "and the interpreter's own directories; the suite file's directory and the current "
+        "directory are always on the path: run from the directory that holds 'mypkg', usually "
+        "the repository root, or add it to PYTHONPATH)"
+    ), line
+    assert "site-packages" not in line
+    import os
+
+    os.chdir(project.root / "repo")  # from the repository root it is found
+    assert project.run("validate", "suites/s.yaml").code == 0
+
+
+def test_a_module_missing_inside_a_found_package_names_the_package(project: Project) -> None:
+    project.write("pkg_without_nothere/__init__.py", "")
+    project.write(
+        "s.yaml",
+        "agent: {backend: python, factory: 'pkg_without_nothere.nothere:make'}\ntest_cases: [{input: x}]\n",
+    )
+    result = project.run("validate", "s.yaml")
+    assert result.err.splitlines()[1].strip() == (
+        "s.yaml:1 agent.factory: cannot import module 'pkg_without_nothere.nothere': no module named "
+        f"'pkg_without_nothere.nothere' (package 'pkg_without_nothere' at {project.root / 'pkg_without_nothere'} has no 'nothere')"
+    )
 
 
 def test_factory_imported_at_load(project: Project) -> None:
