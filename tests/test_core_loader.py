@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests import agents
 from tests.conftest import Project
 
 HEAD = """\
@@ -339,6 +340,99 @@ def test_a_module_missing_inside_a_found_package_names_the_package(project: Proj
         "s.yaml:1 agent.factory: cannot import module 'pkg_without_nothere.nothere': no module named "
         f"'pkg_without_nothere.nothere' (package 'pkg_without_nothere' at {project.root / 'pkg_without_nothere'} has no 'nothere')"
     )
+
+
+FACTORIES = """\
+from tests.agents import ScriptedSession
+
+
+def none():
+    return ScriptedSession(None)
+
+
+def two(ctx, extra):
+    return ScriptedSession(ctx)
+
+
+def keyword_only(*, ctx):
+    return ScriptedSession(ctx)
+
+
+def optional_extra(ctx, extra=1):
+    return ScriptedSession(ctx)
+
+
+def star(*args):
+    return ScriptedSession(args[0])
+
+
+async def coroutine(ctx):
+    return ScriptedSession(ctx)
+
+
+class Session(ScriptedSession):
+    pass
+
+
+def grader_none():
+    return True
+
+
+def grader_star(*args, **kwargs):
+    return True
+"""
+
+
+@pytest.mark.parametrize(
+    ("factory", "problem"),
+    [
+        ("none", "none() cannot take it (too many positional arguments)"),
+        ("two", "two(ctx, extra) cannot take it (missing a required argument: 'extra')"),
+        ("keyword_only", "keyword_only(*, ctx) cannot take it (too many positional arguments)"),
+    ],
+)
+def test_a_factory_that_cannot_take_the_case_context_is_a_config_error(
+    project: Project, factory: str, problem: str
+) -> None:
+    project.write("factories.py", FACTORIES)
+    project.write(
+        "suite.yaml",
+        f"agent:\n  backend: python\n  factory: factories:{factory}\ntest_cases:\n  - input: x\n",
+    )
+    result = project.run("run", "suite.yaml")
+    assert result.code == 2, result.out + result.err
+    assert result.err.splitlines()[1].strip() == (
+        "suite.yaml:3 agent.factory: the factory is called with one argument, the test case's "
+        f"CaseContext; {problem}"
+    )
+    assert agents.OPENED == [] and not (project.root / "out").exists()
+
+
+@pytest.mark.parametrize("factory", ["optional_extra", "star", "coroutine", "Session"])
+def test_factories_that_take_one_argument_load(project: Project, factory: str) -> None:
+    project.write("factories.py", FACTORIES)
+    project.write(
+        "suite.yaml",
+        f"agent:\n  backend: python\n  factory: factories:{factory}\n"
+        "test_cases:\n  - {input: x, context: {script: [{response: ok}]}}\n",
+    )
+    result = project.run("run", "suite.yaml")
+    assert result.code == 0, result.out + result.err
+
+
+def test_a_grader_that_cannot_take_its_context_is_a_config_error(project: Project) -> None:
+    project.write("factories.py", FACTORIES)
+    errors = config_errors(
+        project,
+        "evaluations:\n  - {type: code, grader: 'factories:grader_star', name: ok}\n"
+        "test_cases:\n  - name: g\n    turns: [{input: x}]\n"
+        "    conversation_evaluations: [{type: code, grader: 'factories:grader_none'}]\n",
+    )
+    assert errors == [
+        'suite.yaml:9 test_cases[0] ("g") conversation_evaluations[0].grader: a grader is '
+        "called with one argument, its GraderContext (a ConversationContext in "
+        "conversation_evaluations); grader_none() cannot take it (too many positional arguments)"
+    ]
 
 
 def test_factory_imported_at_load(project: Project) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -89,3 +90,22 @@ def resolve_callable(ref: str) -> Callable[..., Any]:
     if not callable(target):
         raise ValueError(f"'{ref}' is a {type(target).__name__}, not a callable")
     return target  # type: ignore[no-any-return]
+
+
+def one_argument_problem(fn: Callable[..., Any], role: str) -> str | None:
+    """Why ``fn`` cannot be called with the one argument the runner passes (None: it can).
+
+    ``role`` says what the argument is: ``"the factory is called with one argument,
+    the test case's CaseContext"``. A callable whose signature Python cannot tell
+    (some builtins) passes: calling it is the only test.
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(None)
+    except TypeError as exc:
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        return f"{role}; {name}{signature} cannot take it ({exc})"
+    return None

@@ -39,7 +39,7 @@ from .grading.evaluators import parse_ground_truth_number
 from .grading.judges.evaluate import JudgeTexts
 from .grading.judges.prompt import template_problem
 from .grading.judges.service import PACKAGES, JudgeConfigProblem, merge_levels, resolve
-from .imports import add_import_paths, resolve_callable
+from .imports import add_import_paths, one_argument_problem, resolve_callable
 from .secrets import is_secret_name, is_secret_value
 from .suite import (
     AT_PATH_ERROR,
@@ -537,6 +537,13 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
             loaded.factory = resolve_callable(factory)
         except ValueError as exc:
             issues.append(locator.issue(("agent", "factory"), str(exc)))
+        else:
+            problem = one_argument_problem(
+                loaded.factory,
+                "the factory is called with one argument, the test case's CaseContext",
+            )
+            if problem is not None:
+                issues.append(locator.issue(("agent", "factory"), problem))
 
     judge_files: dict[str, str] = {}
 
@@ -576,9 +583,19 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
                     issues.append(locator.issue((*path, j, "schema_file"), problem))
             if isinstance(evaluation, CodeEvaluation) and evaluation.grader not in loaded.graders:
                 try:
-                    loaded.graders[evaluation.grader] = resolve_callable(evaluation.grader)
+                    grader = resolve_callable(evaluation.grader)
                 except ValueError as exc:
                     issues.append(locator.issue((*path, j, "grader"), str(exc)))
+                    continue
+                problem = one_argument_problem(
+                    grader,
+                    "a grader is called with one argument, its GraderContext (a "
+                    "ConversationContext in conversation_evaluations)",
+                )
+                if problem is not None:
+                    issues.append(locator.issue((*path, j, "grader"), problem))
+                    continue
+                loaded.graders[evaluation.grader] = grader
 
     check_evaluations(suite.evaluations, ("evaluations",))
     names: dict[str, int] = {}
