@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 
 import regex as regex_engine
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -39,6 +40,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+
+from .scalars import number_text, plain_numbers
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -81,11 +84,11 @@ def _suggest(word: str, known: list[str]) -> str:
 
 
 def _scalar_to_str(value: Any) -> Any:
-    """YAML reads ``ground_truth: 206588`` as an int; the suite means the text."""
+    """YAML reads ``ground_truth: 1.10`` as a number; the suite means the text as written."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        return repr(value) if isinstance(value, float) else str(value)
+        return number_text(value)
     return value
 
 
@@ -94,6 +97,9 @@ ScalarText = Annotated[
     BeforeValidator(_scalar_to_str),
     WithJsonSchema({"type": ["string", "number", "boolean"]}),
 ]
+
+PlainData = Annotated[Any, AfterValidator(plain_numbers)]
+"""Free-form data: numbers in it are plain int / float (see :mod:`.scalars`)."""
 
 
 class _Strict(BaseModel):
@@ -278,7 +284,7 @@ ArgMatcher = Annotated[
     Annotated[FuzzyMatcher, Tag("fuzzy-matcher")]
     | Annotated[RegexMatcher, Tag("regex-matcher")]
     | Annotated[
-        Any,
+        PlainData,
         Tag("literal-matcher"),
         WithJsonSchema(
             {
@@ -417,7 +423,7 @@ class StandardEvaluation(_Strict):
         default=False,
         description="json: parse the inside of one ```fenced``` block if there is one.",
     )
-    json_schema: dict[str, Any] | bool | None = Field(
+    json_schema: dict[str, PlainData] | bool | None = Field(
         default=None, alias="schema", description="json: a JSON Schema the parsed reply must meet."
     )
     schema_file: str | None = Field(
@@ -709,6 +715,8 @@ class Turn(BaseModel):
                     hint = _suggest(key, list(TURN_KEYS))
                     if hint:
                         raise at_path((key,), f"unknown turn key{hint}")
+            if any(key not in TURN_KEYS for key in data):  # turn_config: free-form data
+                data = {k: v if k in TURN_KEYS else plain_numbers(v) for k, v in data.items()}
         return data
 
     @field_validator("evaluations")
@@ -759,7 +767,7 @@ class TestCase(_Strict):
     instructions: str | None = Field(
         default=None, description="Appended to agent.instructions for this session only."
     )
-    context: dict[str, Any] = Field(
+    context: dict[str, PlainData] = Field(
         default_factory=dict,
         description="Free-form data for this case's agent factory, tools (CaseContext) and graders.",
     )
@@ -881,7 +889,7 @@ class PythonAgent(_AgentCommon):
 
     backend: Literal["python"]
     factory: str = Field(pattern=CALLABLE_PATTERN, description="module.path:callable")
-    options: dict[str, Any] = Field(
+    options: dict[str, PlainData] = Field(
         default_factory=dict, description="Free-form settings for your factory (CaseContext.agent)."
     )
 
@@ -894,7 +902,7 @@ class HttpAgent(_AgentCommon):
     headers: dict[str, str] = Field(default_factory=dict)
     timeout: float | None = Field(default=None, gt=0, description="Seconds; default: turn_timeout.")
     retry: RetryConfig = Field(default_factory=RetryConfig)
-    options: dict[str, Any] = Field(
+    options: dict[str, PlainData] = Field(
         default_factory=dict, description="Sent as 'options' per request."
     )
 
@@ -971,7 +979,7 @@ class OpenAIAgent(_AgentCommon):
         min_length=1,
         description="auto, required, none, or a tool's name; applies to a turn's first request.",
     )
-    extra_body: dict[str, Any] = Field(
+    extra_body: dict[str, PlainData] = Field(
         default_factory=dict,
         description="Merged into every request body (server-specific options).",
     )
