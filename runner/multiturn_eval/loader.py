@@ -302,6 +302,42 @@ def validation_issues(exc: ValidationError, data: Any, locator: _Locator) -> lis
 # --------------------------------------------------------------------- substitution
 
 
+def _judge_block(path: Path_) -> bool:
+    """Whether ``path`` lies inside a ``judge:`` block (the suite's, a test case's, a
+    turn's or an evaluation's; never a ``context`` key that happens to be called judge)."""
+    for k in range(len(path)):
+        if path[k] != "judge":
+            continue
+        if k == 0 or (path[0] == "test_cases" and (k == 2 or (k == 4 and path[2] == "turns"))):
+            return True
+        if k >= 2 and isinstance(path[k - 1], int) and path[k - 2] in _EVALUATION_LISTS:
+            return True
+    return False
+
+
+_EVALUATION_LISTS = ("evaluations", "conversation_evaluations")
+
+
+def unused_blocks(*, agent_called: bool, judges_called: bool) -> Callable[[Path_], bool] | None:
+    """Which fields a run will not use, so that their variables (``${VAR}``) need not be set.
+
+    ``regrade`` calls no agent (the ``agent:`` block is not used) and, without
+    ``--rejudge``, no judge (the ``judge:`` blocks are not used). An unset
+    variable there is left as written (``${OPENAI_API_KEY}``) instead of being
+    an error; everything regrade does use (inputs, ground truths, evaluations,
+    ``context``) must still resolve.
+    """
+    if agent_called and judges_called:
+        return None
+
+    def unused(path: Path_) -> bool:
+        return (not agent_called and path[:1] == ("agent",)) or (
+            not judges_called and _judge_block(path)
+        )
+
+    return unused
+
+
 def _substitute(
     value: Any,
     path: Path_,
@@ -309,14 +345,17 @@ def _substitute(
     locator: _Locator,
     issues: list[ConfigIssue],
     secrets: set[str],
+    unused: Callable[[Path_], bool] | None = None,
 ) -> Any:
     if isinstance(value, dict):
         return {
-            k: _substitute(v, (*path, k), env, locator, issues, secrets) for k, v in value.items()
+            k: _substitute(v, (*path, k), env, locator, issues, secrets, unused)
+            for k, v in value.items()
         }
     if isinstance(value, list):
         return [
-            _substitute(v, (*path, i), env, locator, issues, secrets) for i, v in enumerate(value)
+            _substitute(v, (*path, i), env, locator, issues, secrets, unused)
+            for i, v in enumerate(value)
         ]
     if not isinstance(value, str) or "$" not in value:
         return value
@@ -329,6 +368,8 @@ def _substitute(
         if name is None:
             return "$"
         if name not in env:
+            if unused is not None and unused(path):
+                return match.group(0)  # not used by this run: left as written
             issues.append(locator.issue(path, f"environment variable {name} is not set"))
             return ""
         replacement = env[name]
@@ -461,12 +502,16 @@ def _read(path: Path, shown: str) -> str:
         raise ConfigError(ConfigIssue(message, file=shown)) from None
 
 
-def load_suite(path: Path, env: Mapping[str, str], *, judges_called: bool = True) -> LoadedSuite:
+def load_suite(
+    path: Path, env: Mapping[str, str], *, judges_called: bool = True, agent_called: bool = True
+) -> LoadedSuite:
     """Load and validate one suite file; raise ConfigError with all its problems.
 
     ``env`` is the environment as the entry point read it (for ``${VAR}``).
     ``judges_called=False`` (``regrade`` without ``--rejudge``, which reuses the
-    recorded verdicts): an LLM judge's API key need not resolve.
+    recorded verdicts): an LLM judge's API key need not resolve, nor the
+    variables of its ``judge:`` blocks. ``agent_called=False`` (``regrade``):
+    the variables (``${VAR}``) of the ``agent:`` block need not be set (:func:`unused_blocks`).
     """
     shown = display_path(path)
     text = _read(path, shown)
@@ -488,7 +533,8 @@ def load_suite(path: Path, env: Mapping[str, str], *, judges_called: bool = True
         )
     issues: list[ConfigIssue] = []
     secrets: set[str] = set()
-    data = _substitute(doc.data, (), env, locator, issues, secrets)
+    unused = unused_blocks(agent_called=agent_called, judges_called=judges_called)
+    data = _substitute(doc.data, (), env, locator, issues, secrets, unused)
     if issues:
         raise ConfigError(issues)
     try:
@@ -811,7 +857,11 @@ def gc_paused() -> Iterator[None]:
 
 
 def load_suites(
-    paths: Sequence[Path], env: Mapping[str, str], *, judges_called: bool = True
+    paths: Sequence[Path],
+    env: Mapping[str, str],
+    *,
+    judges_called: bool = True,
+    agent_called: bool = True,
 ) -> list[LoadedSuite]:
     """Load every file; raise one ConfigError listing the problems of all of them."""
     loaded: list[LoadedSuite] = []
@@ -819,7 +869,9 @@ def load_suites(
     with gc_paused():
         for path in paths:
             try:
-                loaded.append(load_suite(path, env, judges_called=judges_called))
+                loaded.append(
+                    load_suite(path, env, judges_called=judges_called, agent_called=agent_called)
+                )
             except ConfigError as exc:
                 errors.append(exc)
     if errors:

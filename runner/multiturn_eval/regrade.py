@@ -305,6 +305,7 @@ def regrade(
         finish_case=regrader.fix,
         finish_report=regrader.annotate,
         judges_called=rejudge,
+        agent_called=False,
     )
     token = RECORDED_JUDGEMENTS.set(None if rejudge else _Recorded(regrader.state))
     try:

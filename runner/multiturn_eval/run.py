@@ -90,6 +90,9 @@ class RunOptions:
     ``on_result`` and the report (regrade marks what it could not grade). Must be idempotent."""
     judges_called: bool = True
     """False for a regrade that reuses recorded judge verdicts: judge API keys need not resolve."""
+    agent_called: bool = True
+    """False for a regrade (no agent is called): the ``agent:`` block's variables need not
+    be set."""
     finish_report: Callable[[Report], None] | None = None
     """Amends the final report before it is written (regrade adds its block)."""
     shard: ShardSpec | None = None
@@ -440,7 +443,10 @@ class _Pipeline:
         expanded = expand_suites(paths)
         self.suite_paths = [display_path(p) for p in expanded]
         suites = load_suites(
-            expanded, self.environment.variables, judges_called=self.options.judges_called
+            expanded,
+            self.environment.variables,
+            judges_called=self.options.judges_called,
+            agent_called=self.options.agent_called,
         )
         missing = [issue for s in suites if (issue := backend_issue(s)) is not None]
         if missing and self.options.backend_factory is None:  # a replay needs no SDK

@@ -48,7 +48,9 @@ from .scalars import number_text, plain_numbers
 AT_PATH_ERROR = "multiturn_eval_at_path"
 CALLABLE_PATTERN = r"^[\w.]+:[\w.]+$"
 """``module.path:callable`` (tools, graders, factories); the loader words its error."""
-URL_PATTERN = r"^https?://"
+URL_PATTERN = r"^(https?://|\$\{)"
+"""A URL; or a ``${VAR}`` the run leaves as written (regrade calls no agent), which is
+also how an editor sees the suite file before any substitution."""
 
 #: discriminator tags that pydantic puts into error locations; the loader drops them
 UNION_TAGS = frozenset(
