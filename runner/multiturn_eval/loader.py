@@ -542,7 +542,7 @@ def load_suite(
     except ValidationError as exc:
         raise ConfigError(validation_issues(exc, data, locator)) from None
     loaded = LoadedSuite(
-        path=path,
+        path=path.absolute(),  # a turn's files are read later, whatever the cwd is by then
         display_path=shown,
         suite=suite,
         document=doc,

@@ -123,9 +123,10 @@ class RunOutcome:
 
     report: Report
     written: dict[str, Path]
-    """format -> file written"""
+    """format -> file written (absolute: resolved when the run started)"""
     exit_code: int
     report_dir: Path
+    """Absolute: a relative ``-o`` is taken from the directory the run started in."""
     redactor: Redactor
     """Redacts every secret of the run (the suites', the backends', the environment's)."""
     internal_error: BaseException | None = None
@@ -184,13 +185,17 @@ def _report_dir_source(settings: RunSettings) -> str:
     return "the default report directory"
 
 
-def check_report_dir(settings: RunSettings, label: str | None = None) -> Path | None:
+def check_report_dir(
+    settings: RunSettings, label: str | None = None, path: Path | None = None
+) -> Path | None:
     """Create the report directory and make sure it is writable; else a ConfigError (exit 2).
 
-    Returns the outermost directory this created (None if it existed), so a
-    configuration error found later can take it away again.
+    ``path`` is the directory as the run resolved it (default: ``settings.report_dir``
+    as it is); errors name it as it was given. Returns the outermost directory this
+    created (None if it existed), so a configuration error found later can take it
+    away again.
     """
-    path = Path(settings.report_dir)
+    path = Path(settings.report_dir) if path is None else path
     where = f"{label or _report_dir_source(settings)} {settings.report_dir!r}"
     if not settings.report_dir.strip():
         raise ConfigError(ConfigIssue(f"{where}: give a directory"))
@@ -253,6 +258,13 @@ def _compact(loaded: LoadedSuite) -> None:
     suite's memory.
     """
     loaded.document.compact(_LINE_DEPTH)
+
+
+def _cwd() -> Path | None:
+    try:
+        return Path.cwd()
+    except OSError:  # the working directory was removed: paths stay as given
+        return None
 
 
 def run_loop(main: Coroutine[Any, Any, None]) -> None:
@@ -329,7 +341,10 @@ class _Pipeline:
         self.stream = stream
         self.on_result = on_result
         self.run_settings = resolve_settings(options.settings_values(), environment)
-        self.report_dir = Path(self.run_settings.report_dir)
+        self.start_dir = _cwd()
+        """The working directory when the run started: relative paths are relative to it,
+        whatever directory the agent (or a module it imports) changes to later."""
+        self.report_dir = self.resolved(self.run_settings.report_dir)
         self.formats = self.run_settings.format
         self.redact = Redactor([*secrets, *secrets_in(environment.variables)])
         self.suite_paths: list[str] = []
@@ -350,6 +365,18 @@ class _Pipeline:
         """``--keep-passed``: earlier results carried into this report."""
         self.judges: JudgeService | None = None
         """The run's LLM-judge clients and de-duplication cache (built with the backends)."""
+
+    def resolved(self, path: str | Path) -> Path:
+        """``path`` as an absolute path, relative paths taken from :attr:`start_dir`."""
+        given = Path(path)
+        return given if given.is_absolute() or self.start_dir is None else self.start_dir / given
+
+    def shown(self, path: Path) -> str:
+        """``path`` as the console shows it: relative to :attr:`start_dir` when inside it."""
+        if self.start_dir is not None:
+            with contextlib.suppress(ValueError):
+                return path.relative_to(self.start_dir).as_posix()
+        return str(path)
 
     # ------------------------------------------------------------------ reports
 
@@ -486,7 +513,9 @@ class _Pipeline:
 
     def load(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
         plan = self.plan(paths)
-        self.created_dir = check_report_dir(self.run_settings, self.options.report_dir_label)
+        self.created_dir = check_report_dir(
+            self.run_settings, self.options.report_dir_label, self.report_dir
+        )
         return plan
 
     def create_backends(self, plan: Sequence[PlannedSuite]) -> list[Backend]:
@@ -738,7 +767,9 @@ def _interrupted_early(pipeline: _Pipeline) -> RunOutcome:
     write_error = None
     with pipeline.guard.writing():
         try:
-            check_report_dir(pipeline.run_settings, pipeline.options.report_dir_label)
+            check_report_dir(
+                pipeline.run_settings, pipeline.options.report_dir_label, pipeline.report_dir
+            )
             pipeline.write(report, written)
         except (ConfigError, OSError) as exc:
             write_error = str(exc)
@@ -776,7 +807,7 @@ def _finish(
                 )
                 pipeline.write(report, written)
         except OSError as exc:
-            write_error = f"cannot write reports to {pipeline.report_dir}: {exc}"
+            write_error = f"cannot write reports to {pipeline.shown(pipeline.report_dir)}: {exc}"
         except Exception:  # a bug in a renderer must not look like "tests failed" (exit 1)
             write_error = "internal error while writing the reports:\n" + pipeline.redact(
                 traceback.format_exc()
@@ -799,7 +830,7 @@ def _finish(
             if write_error is not None:
                 pipeline.console.write(f"multiturn-eval: {write_error}")
             else:
-                pipeline.console.finish(report, {k: str(v) for k, v in written.items()})
+                pipeline.console.finish(report, {k: pipeline.shown(v) for k, v in written.items()})
             if spend_notice is not None:
                 pipeline.console.write(f"multiturn-eval: {spend_notice}")
     return RunOutcome(
