@@ -22,7 +22,7 @@ import importlib
 import re
 import unicodedata
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import regex as regex_engine
@@ -392,8 +392,32 @@ _FLAG_KEYS = {"json_schema": "schema"}
 """Fields whose suite key differs from the field name."""
 
 
+_NEEDS = {"contains": "value", "not_contains": "value", "regex": "pattern"}
+"""The key each metric cannot do without (the model's validator says so at load)."""
+
+
+def _standard_schema(schema: dict[str, Any]) -> None:
+    """The editor schema's share of ``_flags_fit_metric``: per metric, the flags of the
+    other metrics are not allowed and the key it needs is required."""
+    rules = []
+    for metric, allowed in METRIC_FLAGS.items():
+        then: dict[str, Any] = {
+            "properties": {
+                _FLAG_KEYS.get(flag, flag): False for flag in _ALL_FLAGS if flag not in allowed
+            }
+        }
+        needed = _NEEDS.get(metric)
+        if needed is not None:
+            then["required"] = [needed]
+            then["properties"][needed] = {"not": {"type": "null"}}
+        rules.append({"if": {"properties": {"metric": {"const": metric}}}, "then": then})
+    schema["allOf"] = rules
+
+
 class StandardEvaluation(_Strict):
     """A built-in evaluator: equality/numeric against ``ground_truth``, or a check of the reply."""
+
+    model_config = ConfigDict(json_schema_extra=_standard_schema)
 
     type: Literal["standard"]
     metric: Literal["equality", "numeric", "contains", "not_contains", "regex", "json"]
@@ -678,13 +702,43 @@ TURN_KEYS = (
 )
 
 
+def likely_misspellings(known: Sequence[str]) -> list[str]:
+    """One-slip variants of ``known`` keys that :func:`_suggest` takes for those keys.
+
+    A letter dropped, doubled or swapped with the next, ``_`` written as ``-``, a
+    space or nothing, a plural ``s`` added or dropped, a capital first letter: the
+    editor schema rejects these turn keys, as the loader does (it rejects any key
+    close to a known one; a schema can only list them).
+    """
+    found: set[str] = set()
+    for key in known:
+        variants = {key.capitalize(), key + "s", key.removesuffix("s")}
+        for i in range(len(key)):
+            variants.add(key[:i] + key[i + 1 :])
+            variants.add(key[:i] + key[i] + key[i:])
+            if i + 1 < len(key):
+                variants.add(key[:i] + key[i + 1] + key[i] + key[i + 2 :])
+        for joint in ("-", " ", ""):
+            variants.add(key.replace("_", joint))
+        found |= {v for v in variants if v and v not in known and _suggest(v, list(known))}
+    return sorted(found)
+
+
+def _turn_schema(schema: dict[str, Any]) -> None:
+    """The editor schema's share of ``_reject_misspellings``."""
+    schema["propertyNames"] = {
+        "description": "a key close to a known turn key is taken for a misspelling",
+        "not": {"enum": likely_misspellings(TURN_KEYS)},
+    }
+
+
 class Turn(BaseModel):
     """One user message and what to check about the reply.
 
     Keys other than the known ones are kept in ``turn_config`` for graders.
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra=_turn_schema)
 
     input: ScalarText
     ground_truth: ScalarText | None = None
