@@ -365,6 +365,10 @@ class _Pipeline:
         """``--keep-passed``: earlier results carried into this report."""
         self.judges: JudgeService | None = None
         """The run's LLM-judge clients and de-duplication cache (built with the backends)."""
+        from .reports.writer import OnDisk
+
+        self.disk = OnDisk()
+        """How far ``results.jsonl`` and ``report.json`` have got (the second signal's exit)."""
 
     def resolved(self, path: str | Path) -> Path:
         """``path`` as an absolute path, relative paths taken from :attr:`start_dir`."""
@@ -445,18 +449,71 @@ class _Pipeline:
                 not_started=state.not_started,
             )
 
-    def write(self, report: Report, written: dict[str, Path] | None = None) -> dict[str, Path]:
+    def write(
+        self,
+        report: Report,
+        written: dict[str, Path] | None = None,
+        *,
+        covers: int | None = None,
+        formats: Sequence[str] | None = None,
+    ) -> dict[str, Path]:
+        """Write ``report`` (in the run's formats, or ``formats``).
+
+        ``covers``: how many ``results.jsonl`` lines the report holds (``disk.journaled``
+        read before it was built); recorded once ``report.json`` is in place.
+        """
         from .reports.writer import write_reports
 
         def keep(fmt: str, text: str) -> None:
             if fmt == "markdown":
                 self.markdown = text
+            if fmt == "json" and covers is not None:
+                self.disk.covered(covers)
 
-        return write_reports(report, self.report_dir, self.formats, self.redact, keep, written)
+        chosen = self.formats if formats is None else formats
+        return write_reports(report, self.report_dir, chosen, self.redact, keep, written)
 
     def emergency(self, reason: str) -> None:
         """The watchdog's way out: the reports of what finished, from another thread."""
-        self.write(self.build(False, reason, reason))
+        covers = self.disk.journaled
+        self.write(self.build(False, reason, reason), covers=covers)
+
+    def catch_up(self, deadline: float) -> None:
+        """Before the exit on a second signal: ``report.json`` holds every case of
+        ``results.jsonl`` (written now, atomically, if it does not; by ``deadline``).
+
+        Called from the signal watchdog's exit thread. Holding the journal's lock
+        until the process exits stops further lines; the write lock keeps this from
+        racing a snapshot or the final reports (which write ``report.json`` first:
+        once they have, this has nothing to do).
+        """
+        if "json" not in self.formats:
+            return
+        disk = self.disk
+        if not disk.journal_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return
+        while disk.behind:
+            if self.guard.write_lock.acquire(timeout=0.05):
+                try:
+                    if disk.behind:
+                        self._write_json_now()
+                finally:
+                    self.guard.write_lock.release()
+                return
+            if time.monotonic() >= deadline:
+                return
+
+    def _write_json_now(self) -> None:
+        reason = (
+            (self.state.stop_reason if self.state is not None else None)
+            or self.guard.stop_reason
+            or "interrupted"
+        )
+        if self.state is None:  # still loading: the directory has not been checked yet
+            check_report_dir(self.run_settings, self.options.report_dir_label, self.report_dir)
+            reason = f"{reason} while loading the suites"
+        covers = self.disk.journaled
+        self.write(self.build(False, reason, reason), covers=covers, formats=("json",))
 
     # -------------------------------------------------------------------- phases
 
@@ -598,7 +655,13 @@ class _Pipeline:
         assert self.state is not None
         state = self.state
         progress = (
-            ProgressWriter(self.report_dir, self.redact, self._snapshot, lock=self.guard.write_lock)
+            ProgressWriter(
+                self.report_dir,
+                self.redact,
+                self._snapshot,
+                lock=self.guard.write_lock,
+                disk=self.disk,
+            )
             if "json" in self.formats
             else None
         )
@@ -716,6 +779,7 @@ def run_suites(
     try:
         # still "starting" (a signal is only noted): the settings say where reports go
         pipeline = _Pipeline(options, environment, guard, stream, on_result, secrets)
+        guard.catch_up = pipeline.catch_up
         try:
             guard.enter("loading")
             if guard.interrupted:  # a signal came before the run (argv, imports)
@@ -753,6 +817,7 @@ def run_suites(
         return outcome
     finally:
         guard.emergency = None
+        guard.catch_up = None
         guard.enter("done")  # a signal from here on is only noted: the outcome is ready
         gc.unfreeze()  # what this run froze goes back to the collector (run_suites in a loop)
         if own_guard:
@@ -770,7 +835,7 @@ def _interrupted_early(pipeline: _Pipeline) -> RunOutcome:
             check_report_dir(
                 pipeline.run_settings, pipeline.options.report_dir_label, pipeline.report_dir
             )
-            pipeline.write(report, written)
+            pipeline.write(report, written, covers=0)
         except (ConfigError, OSError) as exc:
             write_error = str(exc)
     return RunOutcome(
@@ -794,9 +859,10 @@ def _finish(
     with pipeline.guard.writing():
         complete = state.complete and not pipeline.guard.interrupted
         reason = state.stop_reason or pipeline.guard.stop_reason
+        covers = pipeline.disk.journaled  # the journal is closed: the report holds every line
         report = pipeline.build(complete, None if complete else reason, "the run was interrupted")
         try:
-            pipeline.write(report, written)
+            pipeline.write(report, written, covers=covers)
             if pipeline.guard.interrupted and report.run.complete:
                 # the signal came while the reports were written: they hold every test
                 # case, but the run did not end on its own. Every report says so again
@@ -805,7 +871,7 @@ def _finish(
                 report.run.stop_reason = (
                     f"{pipeline.guard.stop_reason} while the reports were written"
                 )
-                pipeline.write(report, written)
+                pipeline.write(report, written, covers=covers)
         except OSError as exc:
             write_error = f"cannot write reports to {pipeline.shown(pipeline.report_dir)}: {exc}"
         except Exception:  # a bug in a renderer must not look like "tests failed" (exit 1)
