@@ -126,6 +126,7 @@ def _rebuild(
             tool_invocations=turn.tool_invocations,
             tools_matched=turn.tools_matched,
             arg_match_details=turn.arg_match_details,
+            tracebacks=turn.tracebacks,
         )
     return case.model_copy(update=update)
 
