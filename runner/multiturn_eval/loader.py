@@ -89,6 +89,8 @@ class LoadedSuite:
     json_schemas: dict[str, Any] = field(default_factory=dict)
     """``schema_file`` (as written) -> the JSON Schema read from it at load"""
     _validators: dict[int, Any] = field(default_factory=dict, repr=False)
+    given_dir: Path = Path()
+    """The suite's directory as the command line gave it (relative paths stay relative)."""
 
     def schema_validator(self, evaluation: StandardEvaluation) -> Any | None:
         """The jsonschema validator of a ``metric: json`` evaluation (None: no schema)."""
@@ -112,7 +114,12 @@ class LoadedSuite:
 
     @property
     def base_dir(self) -> Path:
+        """The suite's directory, absolute (``path`` is resolved when the suite loads)."""
         return self.path.parent
+
+    def shown(self, name: str | Path) -> Path:
+        """A file of the suite's, as messages name it: under the suite path as given."""
+        return self.given_dir / name
 
     @functools.cached_property
     def agent_mapping(self) -> dict[str, Any]:
@@ -543,6 +550,7 @@ def load_suite(
         raise ConfigError(validation_issues(exc, data, locator)) from None
     loaded = LoadedSuite(
         path=path.absolute(),  # a turn's files are read later, whatever the cwd is by then
+        given_dir=path.parent,
         display_path=shown,
         suite=suite,
         document=doc,
@@ -567,7 +575,12 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
         try:
             loaded.instructions = read_text(target)
         except ValueError as exc:
-            issues.append(locator.issue(("agent", "instructions_file"), f"{exc}: {target}"))
+            issues.append(
+                locator.issue(
+                    ("agent", "instructions_file"),
+                    f"{exc}: {loaded.shown(agent.instructions_file)}",
+                )
+            )
     for i, tool in enumerate(agent.tools):
         try:
             loaded.tools.append(resolve_callable(tool.function))
@@ -596,19 +609,19 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
     def read_judge_file(name: str, path: Path_, template: bool) -> None:
         if name in judge_files:
             return
-        target = base / name
+        target, shown = base / name, loaded.shown(name)
         try:
             text = read_text(target)
         except ValueError as exc:
-            issues.append(locator.issue(path, f"{exc}: {target}"))
+            issues.append(locator.issue(path, f"{exc}: {shown}"))
             return
         if template:
             problem = template_problem(text)
             if problem is not None:
-                issues.append(locator.issue(path, f"{problem}: {target}"))
+                issues.append(locator.issue(path, f"{problem}: {shown}"))
                 return
         elif not text.strip():
-            issues.append(locator.issue(path, f"the rubric file is empty: {target}"))
+            issues.append(locator.issue(path, f"the rubric file is empty: {shown}"))
             return
         judge_files[name] = text
 
@@ -665,7 +678,7 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
                 if problem is not None:
                     issues.append(
                         locator.issue(
-                            (*turn_path, "files", f, "path"), f"{problem}: {base / ref.path}"
+                            (*turn_path, "files", f, "path"), f"{problem}: {loaded.shown(ref.path)}"
                         )
                     )
             if (
@@ -794,20 +807,20 @@ def _read_schema(loaded: LoadedSuite, name: str) -> str | None:
     """Read and check a ``schema_file`` into ``loaded.json_schemas``; the problem, if any."""
     from .suite import json_schema_problem
 
-    target = loaded.base_dir / name
+    target, shown = loaded.base_dir / name, loaded.shown(name)
     try:
         text = read_text(target)
     except ValueError as exc:
-        return f"{exc}: {target}"
+        return f"{exc}: {shown}"
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as exc:
-        return f"is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}: {target}"
+        return f"is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}: {shown}"
     problem = json_schema_problem(schema)
     if problem is not None:
         where, why = problem
         inside = f" at {_format_path(where)}" if where else ""
-        return f"{why}{inside}: {target}"
+        return f"{why}{inside}: {shown}"
     loaded.json_schemas[name] = schema
     return None
 
