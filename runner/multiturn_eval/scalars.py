@@ -35,7 +35,7 @@ from typing import Any
 
 
 # Two classes, not one mixin: int's and float's __new__ differ, and a shared one needs
-# type: ignore under mypy --strict in three places.
+# three ignore comments under mypy --strict.
 class WrittenInt(int):
     """An int that remembers how the file wrote it (``007``, ``+5``, ``1_000``, ``0x1F``)."""
 
