@@ -20,6 +20,8 @@ RUN python3 -m venv /opt/multiturn-eval \
     && rm /tmp/requirements.txt
 COPY README.md /src/
 COPY runner /src/runner
+# the JSON Schemas ship inside the package (runner/multiturn_eval/schemas links here)
+COPY schemas /src/schemas
 RUN /opt/multiturn-eval/bin/pip install --no-cache-dir --no-deps /src \
     && /opt/multiturn-eval/bin/pip check \
     && /opt/multiturn-eval/bin/multiturn-eval --version

@@ -124,3 +124,33 @@ def test_the_offline_run_is_deterministic(tmp_path: Path) -> None:
 
     assert first.returncode == second.returncode
     assert verdicts(first_dir) == verdicts(second_dir)
+
+
+def test_scripts_demo_says_where_the_report_is_even_with_q(tmp_path: Path) -> None:
+    """``-q`` lists no reports, so the last line must name the file itself (it used to point
+    at "the reports listed above")."""
+    assert (REPO / ".venv" / "bin" / "python").exists(), "scripts/demo runs in ./.venv"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MULTITURN_EVAL_")}
+    for args, last in (
+        (["-q", "-o", str(tmp_path / "q")], f"open {tmp_path / 'q'}/report.html in a browser"),
+        (
+            ["-q", "--report-dir", str(tmp_path / "j"), "--format", "json"],
+            f"the reports are in {tmp_path / 'j'}/",
+        ),
+    ):
+        done = subprocess.run(
+            ["bash", str(REPO / "scripts" / "demo"), *args],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[-1] == f"== done (exit 1): {last}", lines[-3:]
+        assert "listed above" not in done.stdout
+        assert not any(line.startswith("reports: ") for line in lines)  # -q: none listed
+    assert (tmp_path / "q" / "report.html").is_file()
+    assert (tmp_path / "j" / "report.json").is_file()

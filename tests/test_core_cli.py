@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from multiturn_eval import __version__
+from multiturn_eval import __version__, cli
 from multiturn_eval.schema import render
 from tests import agents
 from tests.conftest import Project
@@ -70,6 +70,59 @@ def test_exit_2_for_usage_errors(project: Project) -> None:
         project.run("run", "suite.yaml", "-p", "zero")
     assert raised.value.code == 2
     assert project.run("run", "missing.yaml").code == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["run", "suite.yaml", "--repeats", "2"],
+            "multiturn-eval run: error: unrecognized arguments: --repeats 2; "
+            "did you mean '--repeat'? (see 'multiturn-eval run --help')",
+        ),
+        (
+            ["run", "suite.yaml", "--repeats=2"],
+            "multiturn-eval run: error: unrecognized arguments: --repeats=2; "
+            "did you mean '--repeat'?",
+        ),
+        (
+            ["run", "suite.yaml", "--formt", "json"],
+            "unrecognized arguments: --formt json; did you mean '--format'?",
+        ),
+        (
+            ["regrade", "r.json", "-o", "x", "--grader-timout", "3"],
+            "multiturn-eval regrade: error: unrecognized arguments: --grader-timout 3; "
+            "did you mean '--grader-timeout'?",
+        ),
+        # a prefix that fits two options: argparse names both (its abbreviations are kept)
+        (
+            ["run", "suite.yaml", "--rep", "2"],
+            "multiturn-eval run: error: ambiguous option: --rep could match --report-dir, --repeat",
+        ),
+        # nothing close: no guess
+        (
+            ["run", "suite.yaml", "--zzzz"],
+            "multiturn-eval run: error: unrecognized arguments: --zzzz (see",
+        ),
+        (["validate", "suite.yaml", "--repeat", "2"], "unrecognized arguments: --repeat 2 (see"),
+    ],
+)
+def test_a_misspelt_option_gets_a_did_you_mean(
+    project: Project, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    write(project, n=1)
+    with pytest.raises(SystemExit) as raised:
+        cli.main(argv, env={})
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_an_unambiguous_prefix_of_an_option_is_that_option(project: Project) -> None:
+    write(project, n=1)
+    args = cli.build_parser().parse_args_suggesting(["run", "suite.yaml", "--repea", "3"])
+    assert args.repeat == 3
 
 
 def test_no_agent_is_called_when_the_configuration_is_bad(project: Project) -> None:
@@ -246,6 +299,130 @@ def test_suites_validate_against_the_suite_schema(project: Project) -> None:
         jsonschema.validate(
             {"agent": {"backend": "python", "factory": "a:b"}, "test_cases": [], "x": 1}, schema
         )
+
+
+SCHEMA_HEAD = "agent: {backend: python, factory: 'tests.agents:scripted'}\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "valid"),
+    [
+        ("test_cases: [{turns: [{input: q, ground_truht: a}]}]", False),
+        ("test_cases: [{turns: [{input: q, expected_tool: [t]}]}]", False),
+        ("test_cases: [{turns: [{input: q, evaluation: []}]}]", False),
+        ("test_cases: [{turns: [{input: q, Ground_truth: a}]}]", False),
+        ("test_cases: [{turns: [{input: q, ground-truth: a}]}]", False),
+        ("test_cases: [{turns: [{input: q, ground_truth: a, turn_program: 'f(1)'}]}]", True),
+        ("test_cases: [{turns: [{input: q, weight: 3, note: x}]}]", True),
+        ("evaluations: [{type: standard, metric: contains}]\ntest_cases: [{input: q}]", False),
+        (
+            "evaluations: [{type: standard, metric: not_contains, value: null}]\n"
+            "test_cases: [{input: q}]",
+            False,
+        ),
+        (
+            "evaluations: [{type: standard, metric: contains, value: refund}]\n"
+            "test_cases: [{input: q}]",
+            True,
+        ),
+        ("evaluations: [{type: standard, metric: regex}]\ntest_cases: [{input: q}]", False),
+        (
+            "evaluations: [{type: standard, metric: regex, pattern: 'a+'}]\n"
+            "test_cases: [{input: q}]",
+            True,
+        ),
+        (
+            "evaluations: [{type: standard, metric: equality, relative_tolerance: 1}]\n"
+            "test_cases: [{input: q}]",
+            False,
+        ),
+        (
+            "evaluations: [{type: standard, metric: numeric, relative_tolerance: 1}]\n"
+            "test_cases: [{input: q}]",
+            True,
+        ),
+        (
+            "evaluations: [{type: standard, metric: json, schema: {type: object}}]\n"
+            "test_cases: [{input: q}]",
+            True,
+        ),
+        (
+            "evaluations: [{type: standard, metric: contains, value: a, schema: {}}]\n"
+            "test_cases: [{input: q}]",
+            False,
+        ),
+    ],
+)
+def test_the_editor_schema_rejects_what_the_cli_rejects(
+    project: Project, body: str, valid: bool
+) -> None:
+    """Small documents, judged by the schema (jsonschema) and by ``validate``: the same verdict."""
+    import yaml
+
+    schema = json.loads((ROOT / "schemas" / "suite.schema.json").read_text())
+    text = SCHEMA_HEAD + body + "\n"
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(yaml.safe_load(text)))
+    project.write("suite.yaml", text)
+    result = project.run("validate", "suite.yaml")
+    assert (result.code == 0) is valid, result.err
+    assert (not errors) is valid, [e.message for e in errors]
+
+
+def test_every_misspelling_the_schema_lists_is_one_the_cli_rejects(project: Project) -> None:
+    from multiturn_eval.suite import TURN_KEYS, likely_misspellings
+
+    listed = likely_misspellings(TURN_KEYS)
+    assert "ground_truht" in listed and "expected_tool" in listed and "evaluation" in listed
+    assert not set(listed) & set(TURN_KEYS)
+    turns = ", ".join(f"{{input: q, '{key}': 1}}" for key in listed)
+    project.write("suite.yaml", SCHEMA_HEAD + f"test_cases: [{{turns: [{turns}]}}]\n")
+    result = project.run("validate", "suite.yaml")
+    assert result.code == 2
+    assert result.err.count("unknown turn key; did you mean") == len(listed)
+
+
+def test_a_url_may_be_a_variable_in_the_editor_schema() -> None:
+    schema = json.loads((ROOT / "schemas" / "suite.schema.json").read_text())
+    doc = {"agent": {"backend": "http", "url": "${AGENT_URL}"}, "test_cases": [{"input": "q"}]}
+    jsonschema.validate(doc, schema)
+    doc["agent"]["url"] = "localhost:8080/chat"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema)
+
+
+def test_the_wheel_ships_the_schemas(tmp_path: Path) -> None:
+    """Built from a copy of the sources (a build leaves build/ and *.egg-info behind)."""
+    import shutil
+    import zipfile
+
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(ROOT / "runner", source / "runner", symlinks=True, ignore=ignore)
+    shutil.copytree(ROOT / "schemas", source / "schemas")
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), "."],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    [wheel] = tmp_path.glob("multiturn_eval-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        for kind in ("suite", "report"):
+            shipped = archive.read(f"multiturn_eval/schemas/{kind}.schema.json").decode()
+            assert shipped == render(kind)
+
+
+def test_the_installed_package_has_the_schemas() -> None:
+    from importlib.resources import files
+
+    for kind in ("suite", "report"):
+        shipped = files("multiturn_eval").joinpath(f"schemas/{kind}.schema.json")
+        assert shipped.read_text(encoding="utf-8") == render(kind)
 
 
 # ---------------------------------------------------------------------------- interruption

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests import agents
 from tests.conftest import Project
 
 HEAD = """\
@@ -76,6 +77,76 @@ def test_unknown_key_in_test_case(project: Project) -> None:
 def test_unknown_key_in_agent(project: Project) -> None:
     error = one_error(project, "  modle: x\ntest_cases:\n  - input: x\n")
     assert error == "suite.yaml:4 agent.modle: unknown key; did you mean 'model'?"
+
+
+@pytest.mark.parametrize(
+    ("evaluation", "message"),
+    [
+        (
+            "{type: code, grader: 'tests.graders:exact', case_insensitive: true}",
+            "evaluations[0].case_insensitive: 'case_insensitive' is not a key of a code evaluation "
+            "(type: code); it is a key of a standard evaluation (type: standard) with metric: "
+            "equality, contains, not_contains or regex",
+        ),
+        (
+            "{type: judge, rubric: r, absolute_tolerance: 1}",
+            "evaluations[0].absolute_tolerance: 'absolute_tolerance' is not a key of a judge "
+            "evaluation (type: judge); it is a key of a standard evaluation (type: standard) "
+            "with metric: numeric",
+        ),
+        (
+            "{type: standard, metric: equality, grader: 'a:b'}",
+            "evaluations[0].grader: 'grader' is not a key of a standard evaluation "
+            "(type: standard); it is a key of a code evaluation (type: code)",
+        ),
+        (
+            "{type: code, grader: 'tests.graders:exact', treshold: 0.5}",
+            "evaluations[0].treshold: unknown key; did you mean 'threshold'?",
+        ),
+    ],
+)
+def test_a_key_of_another_evaluation_type_says_where_it_belongs(
+    project: Project, evaluation: str, message: str
+) -> None:
+    error = one_error(project, f"evaluations:\n  - {evaluation}\ntest_cases:\n  - input: x\n")
+    assert error == f"suite.yaml:5 {message}"
+
+
+def test_a_key_of_another_backend_says_where_it_belongs(project: Project) -> None:
+    error = one_error(project, "  url: http://x\ntest_cases:\n  - input: x\n")
+    assert error == (
+        "suite.yaml:4 agent.url: 'url' is not a key of the python agent (backend: python); "
+        "it is a key of the http agent (backend: http)"
+    )
+
+
+def test_an_unknown_key_is_never_suggested_as_itself() -> None:
+    """Every key of the suite format, written where it is not valid, in every model."""
+    from multiturn_eval import suite as models
+    from multiturn_eval.key_hints import all_keys, describe, unknown_key_message
+
+    places: dict[str, tuple[str | int, ...]] = {
+        "StandardEvaluation": ("evaluations", 0, "standard"),
+        "CodeEvaluation": ("evaluations", 0, "code"),
+        "JudgeEvaluation": ("test_cases", 0, "turns", 0, "evaluations", 1, "judge"),
+        "PythonAgent": ("agent", "python"),
+        "HttpAgent": ("agent", "http"),
+        "OpenAIAgent": ("agent", "openai"),
+        "ExecutionConfig": ("execution",),
+        "TestCase": ("test_cases", 3),
+        "ExpectedTool": ("test_cases", 0, "turns", 2, "expected_tools", 1, "tool-spec"),
+        "JudgeConfig": ("judge",),
+        "Suite": (),
+    }
+    for name, location in places.items():
+        model = getattr(models, name)
+        assert describe(model) and not describe(model).startswith(name), name
+        for key in all_keys():
+            if key in model.model_fields:
+                continue
+            message = unknown_key_message(key, location)
+            assert f"did you mean '{key}'" not in message, (name, key, message)
+            assert message.startswith(("unknown key", f"'{key}' is not a key of ")), message
 
 
 @pytest.mark.parametrize(
@@ -212,7 +283,10 @@ def test_flag_of_the_other_metric(project: Project) -> None:
 @pytest.mark.parametrize(
     ("grader", "message"),
     [
-        ("nowhere.mod:fn", "cannot import module 'nowhere.mod': no module named 'nowhere'"),
+        (
+            "nowhere.mod:fn",
+            "cannot import module 'nowhere.mod': no module named 'nowhere' (looked in ",
+        ),
         ("tests.graders:missing", "module 'tests.graders' has no attribute 'missing'"),
         ("tests.graders:NOT_CALLABLE", "'tests.graders:NOT_CALLABLE' is a int, not a callable"),
     ],
@@ -222,7 +296,143 @@ def test_code_grader_imported_at_load(project: Project, grader: str, message: st
         project,
         f"test_cases:\n  - name: g\n    input: x\n    evaluations:\n      - type: code\n        grader: {grader}\n",
     )
-    assert error == f'suite.yaml:9 test_cases[0] ("g") evaluations[0].grader: {message}'
+    assert error.startswith(f'suite.yaml:9 test_cases[0] ("g") evaluations[0].grader: {message}')
+
+
+def test_a_module_not_found_says_where_it_was_looked_for(project: Project) -> None:
+    """Run from another directory, ``mypkg.agents`` is not found: the hint says why."""
+    project.write("repo/mypkg/__init__.py", "")
+    project.write("repo/mypkg/agents.py", "def make(ctx):\n    return None\n")
+    project.write(
+        "repo/suites/s.yaml",
+        "agent: {backend: python, factory: 'mypkg.agents:make'}\ntest_cases: [{input: x}]\n",
+    )
+    suites = (project.root / "repo" / "suites").resolve()
+    result = project.run("validate", "repo/suites/s.yaml")
+    assert result.code == 2
+    line = result.err.splitlines()[1].strip()
+    assert line.startswith(
+        "repo/suites/s.yaml:1 agent.factory: cannot import module 'mypkg.agents': no module "
+        "named 'mypkg' (looked in /"
+    ), line
+    looked = line.partition("(looked in ")[2].partition(" and the interpreter's")[0].split(", ")
+    assert str(suites) in looked and str(project.root.resolve()) in looked, looked
+    assert line.endswith(
+        "and the interpreter's own directories; the suite file's directory and the current "
+        "directory are always on the path: run from the directory that holds 'mypkg', usually "
+        "the repository root, or add it to PYTHONPATH)"
+    ), line
+    assert "site-packages" not in line
+    import os
+
+    os.chdir(project.root / "repo")  # from the repository root it is found
+    assert project.run("validate", "suites/s.yaml").code == 0
+
+
+def test_a_module_missing_inside_a_found_package_names_the_package(project: Project) -> None:
+    project.write("pkg_without_nothere/__init__.py", "")
+    project.write(
+        "s.yaml",
+        "agent: {backend: python, factory: 'pkg_without_nothere.nothere:make'}\ntest_cases: [{input: x}]\n",
+    )
+    result = project.run("validate", "s.yaml")
+    assert result.err.splitlines()[1].strip() == (
+        "s.yaml:1 agent.factory: cannot import module 'pkg_without_nothere.nothere': no module named "
+        f"'pkg_without_nothere.nothere' (package 'pkg_without_nothere' at {project.root / 'pkg_without_nothere'} has no 'nothere')"
+    )
+
+
+FACTORIES = """\
+from tests.agents import ScriptedSession
+
+
+def none():
+    return ScriptedSession(None)
+
+
+def two(ctx, extra):
+    return ScriptedSession(ctx)
+
+
+def keyword_only(*, ctx):
+    return ScriptedSession(ctx)
+
+
+def optional_extra(ctx, extra=1):
+    return ScriptedSession(ctx)
+
+
+def star(*args):
+    return ScriptedSession(args[0])
+
+
+async def coroutine(ctx):
+    return ScriptedSession(ctx)
+
+
+class Session(ScriptedSession):
+    pass
+
+
+def grader_none():
+    return True
+
+
+def grader_star(*args, **kwargs):
+    return True
+"""
+
+
+@pytest.mark.parametrize(
+    ("factory", "problem"),
+    [
+        ("none", "none() cannot take it (too many positional arguments)"),
+        ("two", "two(ctx, extra) cannot take it (missing a required argument: 'extra')"),
+        ("keyword_only", "keyword_only(*, ctx) cannot take it (too many positional arguments)"),
+    ],
+)
+def test_a_factory_that_cannot_take_the_case_context_is_a_config_error(
+    project: Project, factory: str, problem: str
+) -> None:
+    project.write("factories.py", FACTORIES)
+    project.write(
+        "suite.yaml",
+        f"agent:\n  backend: python\n  factory: factories:{factory}\ntest_cases:\n  - input: x\n",
+    )
+    result = project.run("run", "suite.yaml")
+    assert result.code == 2, result.out + result.err
+    assert result.err.splitlines()[1].strip() == (
+        "suite.yaml:3 agent.factory: the factory is called with one argument, the test case's "
+        f"CaseContext; {problem}"
+    )
+    assert agents.OPENED == [] and not (project.root / "out").exists()
+
+
+@pytest.mark.parametrize("factory", ["optional_extra", "star", "coroutine", "Session"])
+def test_factories_that_take_one_argument_load(project: Project, factory: str) -> None:
+    project.write("factories.py", FACTORIES)
+    project.write(
+        "suite.yaml",
+        f"agent:\n  backend: python\n  factory: factories:{factory}\n"
+        "test_cases:\n  - {input: x, context: {script: [{response: ok}]}}\n",
+    )
+    result = project.run("run", "suite.yaml")
+    assert result.code == 0, result.out + result.err
+
+
+def test_a_grader_that_cannot_take_its_context_is_a_config_error(project: Project) -> None:
+    project.write("factories.py", FACTORIES)
+    errors = config_errors(
+        project,
+        "evaluations:\n  - {type: code, grader: 'factories:grader_star', name: ok}\n"
+        "test_cases:\n  - name: g\n    turns: [{input: x}]\n"
+        "    conversation_evaluations: [{type: code, grader: 'factories:grader_none'}]\n",
+    )
+    assert errors == [
+        'suite.yaml:9 test_cases[0] ("g") conversation_evaluations[0].grader: a grader is '
+        "called with one argument, its GraderContext (a ConversationContext in "
+        "conversation_evaluations); grader_none() cannot take it (too many positional arguments)"
+    ]
 
 
 def test_factory_imported_at_load(project: Project) -> None:

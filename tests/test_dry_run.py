@@ -95,6 +95,45 @@ def test_shows_the_spend_caps_headroom(both: Project, cap: str, verdict: str) ->
     assert verdict in last
 
 
+def test_a_python_agent_under_a_cap_claims_no_bound_and_no_headroom(both: Project) -> None:
+    result = both.run("run", "mine.yaml", "--dry-run", "--max-cost", "1")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert "  output-token bound: none (a python agent's spend is the cost_usd it reports)" in lines
+    assert lines[-1] == (
+        "spend cap: $1.00; no bound for mine.yaml (a python agent's spend is the cost_usd it "
+        "reports), so the headroom is unknown"
+    )
+    assert "$0.00" not in result.out and "leaves headroom" not in result.out
+
+
+def test_with_a_model_and_a_python_agent_the_bound_is_said_for_the_model_only(
+    both: Project,
+) -> None:
+    result = both.run("run", "model.yaml", "mine.yaml", "--dry-run", "--max-cost", "1")
+    assert result.out.splitlines()[-1] == (
+        "spend cap: $1.00; rough output-token bound $0.30 for model.yaml; no bound for "
+        "mine.yaml (a python agent's spend is the cost_usd it reports), so the headroom is unknown"
+    )
+
+
+def test_verbose_lists_the_selected_test_cases(both: Project) -> None:
+    both.write("mine.yaml", PYTHON.replace("{name: y,", "{name: y, tags: [smoke, slow],"))
+    result = both.run("run", "model.yaml", "mine.yaml", "--dry-run", "-v", "-k", "[abxy]")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    start = lines.index("mine.yaml (python): 2 test cases, 3 turns")
+    assert lines[start + 1 : start + 5] == [
+        "  python calls: 3",
+        "  test cases:",
+        "    x (line 3): 2 turns",
+        "    y (line 4): 1 turn, tags: smoke, slow",
+    ]
+    assert "    a (line 9): 3 turns" in lines and "    b (line 10): 1 turn" in lines
+    quiet = both.run("run", "model.yaml", "mine.yaml", "--dry-run")
+    assert "  test cases:" not in quiet.out
+
+
 def test_follows_the_shard_and_the_selection(both: Project) -> None:
     shown = []
     for number in (1, 2):

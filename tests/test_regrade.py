@@ -127,6 +127,64 @@ def test_unchanged_mixed_suite_reproduces_every_verdict(project: Project, reques
     assert "0 passed → failed" in summary
 
 
+@pytest.mark.parametrize(
+    "agent",
+    [
+        'agent: {backend: http, url: "${AGENT_URL}", headers: {Authorization: "Bearer ${AGENT_TOKEN}"}}',
+        "agent: {backend: openai, model: gpt-4o, api_key: '${OPENAI_API_KEY}', "
+        "base_url: '${OPENAI_BASE}/v1'}",
+        "agent: {backend: anthropic, model: '${MODEL}', api_key: '${ANTHROPIC_KEY}'}",
+    ],
+)
+def test_regrade_needs_none_of_the_agents_variables(
+    project: Project, request: Any, agent: str
+) -> None:
+    mixed(project)
+    first = project.run("run", "suite.yaml")
+    request.getfixturevalue("no_agent")
+    # the suite now reaches its agent through variables this environment does not set
+    project.write("suite.yaml", agent + "\n" + MIXED.replace("TOL", "0.5").split("\n", 1)[1])
+    again = regrade(project, "out/report.json", "-o", "regraded")
+    assert again.code == 1, again.out + again.err
+    regraded = json.loads((project.root / "regraded/report.json").read_text())
+    assert verdicts(regraded) == verdicts(first.report)
+    # a variable the regrade itself uses still has to be set
+    project.write(
+        "suite.yaml",
+        agent + "\n" + MIXED.replace("TOL", "'${TOLERANCE}'").split("\n", 1)[1],
+    )
+    refused = regrade(project, "out/report.json", "-o", "refused")
+    assert refused.code == 2
+    assert "evaluations[0].absolute_tolerance: environment variable TOLERANCE is not set" in (
+        refused.err
+    )
+    assert "AGENT_URL" not in refused.err and "OPENAI_API_KEY" not in refused.err
+
+
+def test_regrade_needs_a_judge_blocks_variables_only_with_rejudge(
+    project: Project, request: Any
+) -> None:
+    mixed(project)
+    project.run("run", "suite.yaml")
+    request.getfixturevalue("no_agent")
+    head = 'judge: {backend: openai, model: gpt-4o-mini, api_key: "${JUDGE_KEY}"}\n'
+    project.write("suite.yaml", head + MIXED.replace("TOL", "0.5"))
+    assert regrade(project, "out/report.json", "-o", "regraded").code == 1
+    rejudged = regrade(project, "out/report.json", "-o", "rejudged", "--rejudge")
+    assert rejudged.code == 2
+    assert "judge.api_key: environment variable JUDGE_KEY is not set" in rejudged.err
+
+
+def test_a_run_still_needs_the_agents_variables(project: Project) -> None:
+    project.write(
+        "suite.yaml",
+        'agent: {backend: http, url: "${AGENT_URL}"}\ntest_cases: [{input: x}]\n',
+    )
+    result = project.run("run", "suite.yaml")
+    assert result.code == 2
+    assert "suite.yaml:1 agent.url: environment variable AGENT_URL is not set" in result.err
+
+
 def test_changing_a_tolerance_flips_exactly_the_expected_turns(
     project: Project, request: Any
 ) -> None:

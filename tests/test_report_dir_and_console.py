@@ -153,6 +153,56 @@ def test_a_missing_nested_report_dir_is_created(
     assert agents.OPENED == ["one"]
 
 
+WANDERER = """\
+import os
+from pathlib import Path
+
+os.chdir(Path(__file__).parent.parent / "elsewhere")  # at import, while the suite loads
+
+
+class Session:
+    def send(self, message, files=()):
+        os.chdir(Path(__file__).parent.parent / "elsewhere" / "deeper")  # and again on every turn
+        return "|".join(f.path.read_text().strip() for f in files) or message
+
+
+def make(ctx):
+    return Session()
+"""
+
+
+def test_relative_paths_are_taken_from_where_the_run_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An agent (or a module it imports) that changes the working directory moves nothing:
+    the reports go to the ``-o`` the user gave, a turn's files are found, and the console
+    names the reports as the user wrote them."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere" / "deeper").mkdir(parents=True)
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "wanderer.py").write_text(WANDERER)
+    (tmp_path / "suites" / "note.txt").write_text("a note")
+    (tmp_path / "suites" / "suite.yaml").write_text(
+        "agent: {backend: python, factory: 'wanderer:make'}\n"
+        "evaluations: [{type: standard, metric: equality}]\n"
+        "test_cases:\n"
+        "  - name: moves\n"
+        "    turns:\n"
+        "      - {input: hi, ground_truth: hi}\n"
+        "      - {input: file, ground_truth: a note, files: [{path: note.txt}]}\n"
+    )
+    code = cli.main(["run", "suites/suite.yaml", "-o", "out/reports"], env={})
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    reports = tmp_path / "out" / "reports"
+    assert {p.name for p in reports.iterdir()} >= {"report.json", "junit.xml", "report.html"}
+    assert not (tmp_path / "elsewhere" / "out").exists()
+    assert not (tmp_path / "elsewhere" / "deeper" / "out").exists()
+    assert "reports: out/reports/report.json, out/reports/junit.xml" in out
+    report = Report.model_validate_json((reports / "report.json").read_text())
+    assert report.results[0].suite == "suites/suite.yaml"
+
+
 # ------------------------------------------------------------------------ | head -1
 
 PIPE_SUITE = """\

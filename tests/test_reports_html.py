@@ -477,3 +477,45 @@ def test_a_link_to_a_test_case_opens_it(browser: Any, tmp_path: Path) -> None:
     sections = wait_for(browser, "#case-2 section.turn")
     assert len(sections) == 2
     assert browser.execute_script("return document.getElementById('case-2').open")
+
+
+HOSTILE_TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/repo/agent.py", line 3, in send\n'
+    '    raise ValueError("</script><script>alert(1)</script>")\n'
+    "ValueError: </pre></details><img src=x onerror=alert(1)>"
+)
+
+
+def traced_report() -> Report:
+    from multiturn_eval.results import UserTraceback
+
+    rep = sample_report()
+    turns = rep.results[1].turns
+    assert turns is not None
+    turns[1].tracebacks = [UserTraceback(where="the agent's send()", traceback=HOSTILE_TRACEBACK)]
+    return rep
+
+
+def test_a_traceback_is_folded_under_its_turn_as_text() -> None:
+    page = render_html(traced_report())
+    assert "<summary>Traceback of the agent&#39;s send()</summary>" in page
+    assert "<img src=x" not in page and "</script><script>alert" not in page
+    assert "&lt;/pre&gt;&lt;/details&gt;&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+@pytest.mark.browser
+def test_the_script_draws_a_turns_traceback_folded(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_report(browser, traced_report(), tmp_path)
+    browser.find_element(By.CSS_SELECTOR, "#case-1 > summary").click()
+    sections = wait_for(browser, "#case-1 .turns section.turn")
+    [folded] = sections[1].find_elements(By.CSS_SELECTOR, "details.traceback")
+    assert folded.find_element(By.TAG_NAME, "summary").text == "Traceback of the agent's send()"
+    assert not folded.get_attribute("open")
+    folded.find_element(By.TAG_NAME, "summary").click()
+    assert folded.find_element(By.TAG_NAME, "pre").text == HOSTILE_TRACEBACK
+    assert sections[0].find_elements(By.CSS_SELECTOR, "details.traceback") == []
+    assert browser.find_elements(By.CSS_SELECTOR, "img") == []
+    assert console_errors(browser) == []

@@ -58,6 +58,49 @@ def test_balance_holds_for_other_shard_counts(total: int) -> None:
     assert max(loads) <= 1.1 * mean, f"loads {loads}, mean {mean:.1f}"
 
 
+def _loads(items: list[ShardItem], shards: list[int], total: int) -> tuple[list[int], list[int]]:
+    loads, counts = [0] * total, [0] * total
+    for item, shard in zip(items, shards, strict=True):
+        loads[shard] += item.weight
+        counts[shard] += 1
+    return loads, counts
+
+
+def test_three_cases_over_two_shards_leave_no_shard_empty() -> None:
+    """The newcomer's split: every hash order of three one-turn cases, two shards."""
+    for seed in range(200):
+        items = [ShardItem(f"s.yaml\x00case-{seed}-{i}", 1) for i in range(3)]
+        _, counts = _loads(items, assign(items, 2), 2)
+        assert sorted(counts) == [1, 2], (seed, counts)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_shard_is_empty_or_heavier_than_the_mean_plus_one_case(seed: int) -> None:
+    """Small and lopsided splits, where the 1.1x bound says nothing: the hard guarantees."""
+    rng = random.Random(seed)
+    total = rng.randint(2, 12)
+    cases = rng.randint(1, 4 * total)
+    weights = [rng.choice([1, 1, 2, 3, 12, 40]) for _ in range(cases)]
+    items = [ShardItem(f"s{i % 2}.yaml\x00c{seed}-{i}", w) for i, w in enumerate(weights)]
+    loads, counts = _loads(items, assign(items, total), total)
+    if cases >= total:
+        assert 0 not in counts, (total, weights, counts)
+    else:  # fewer cases than shards: one each, never two together
+        assert max(counts) == 1, counts
+    mean = sum(weights) / total
+    assert max(loads) <= mean + max(weights), (loads, mean, max(weights))
+
+
+def test_the_newcomer_suite_splits_into_two_non_empty_shards(project: Project) -> None:
+    write_suite(project, "a.yaml", [1, 1, 1])
+    totals = []
+    for number in (1, 2):
+        result = project.run("run", "a.yaml", "--shard", f"{number}/2", "-o", f"s{number}")
+        assert result.code == 0, result.err
+        totals.append(result.report["summary"]["total"])
+    assert sorted(totals) == [1, 2]
+
+
 def test_adding_or_removing_a_case_moves_few_others() -> None:
     rng = random.Random(7)
     moved_counts = []

@@ -99,12 +99,72 @@ def test_signal_while_the_reports_are_written_still_finishes_them(
 
 
 @pytest.mark.parametrize("signame", SIGNALS)
-def test_a_second_signal_exits_at_once_and_leaves_results_jsonl_intact(
+def test_a_second_signal_exits_with_report_json_holding_every_finished_case(
     signame: str, tmp_path: Path
 ) -> None:
+    """The run is shorter than the snapshot interval, so no report.json existed yet: the
+    exit writes it (the loop is blocked by the agent) before it leaves."""
     result = trial("second", signame, tmp_path)
-    assert f"{signame} again: exiting at once" in result.stderr
+    assert f"{signame} again: exiting (exit 3) once report.json holds" in result.stderr
     assert journal(tmp_path) == ["quick-0", "quick-1"]
+    written = report(tmp_path)
+    assert not written.run.complete
+    assert [r.name for r in written.results if r.passed] == ["quick-0", "quick-1"]
+    assert [r.skipped for r in written.results[2:]] == [True, True]
+    assert written.run.stop_reason == f"interrupted by {signame}"
+
+
+GUARDED = """\
+import sys, time
+from multiturn_eval.interrupts import InterruptGuard
+
+guard = InterruptGuard()
+guard.install()
+guard.enter("running")
+started = []
+
+def stuck(deadline):  # bringing report.json up to date never finishes
+    started.append(deadline)
+    print("catching up", flush=True)
+    time.sleep(60)
+
+guard.catch_up = stuck
+guard.ping = lambda callback: callback()  # "the loop answers": the rescue waits, never exits
+guard.on_stop = lambda: print("stopping", flush=True)  # the first signal, handled
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+def test_a_third_signal_exits_at_once_while_report_json_is_still_being_written(
+    tmp_path: Path,
+) -> None:
+    import os
+    import signal as signals
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")])}
+    with subprocess.Popen(
+        [sys.executable, "-c", GUARDED],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"
+        # one at a time: two signals sent before the first is delivered count as one
+        os.kill(proc.pid, signals.SIGTERM)
+        assert proc.stdout.readline() == "stopping\n"
+        os.kill(proc.pid, signals.SIGTERM)
+        assert proc.stdout.readline() == "catching up\n"  # the second signal: waits for it
+        assert proc.poll() is None
+        os.kill(proc.pid, signals.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 3
+    assert "SIGTERM again: exiting (exit 3) once report.json holds" in err
+    assert "SIGTERM again: exiting at once" in err
+    assert "Traceback" not in err
 
 
 def test_the_harness_prints_its_table_and_passes(tmp_path: Path) -> None:

@@ -22,7 +22,9 @@ blocked    an *async* agent calls ``time.sleep(30)``: the event loop is blocked,
 writing    every test case finished; the final reports (12 MB of replies) are
            being written
 second     a second signal 0.1 s after the first, while the loop is blocked:
-           exit 3 at once, ``results.jsonl`` intact (no report.json required)
+           exit 3 without waiting for the loop, ``results.jsonl`` intact and a
+           ``report.json`` that holds every test case it holds (the exit brings
+           ``report.json`` up to date first; the other reports are not required)
 =========  ===================================================================
 
 Usage (from the repository root)::
@@ -177,8 +179,8 @@ class Trial:
             return reason.endswith("while the reports were written")
         if self.phase in ("running", "blocked"):
             return reason == f"interrupted by {self.signal}"
-        if self.phase == "second":  # no report.json: the exit at once says so on stderr
-            return f"{self.signal} again: exiting at once" in self.stderr
+        if self.phase == "second":  # the exit on the second signal says so on stderr
+            return f"{self.signal} again: exiting" in self.stderr
         return False
 
     @property
@@ -206,8 +208,11 @@ class Trial:
         )
 
 
-def check_reports(trial: Trial, out: Path, *, need_reports: bool) -> None:
-    """Fill ``trial.lost`` / ``trial.bad_reports`` from the report directory."""
+def check_reports(trial: Trial, out: Path, *, need_reports: bool = True) -> None:
+    """Fill ``trial.lost`` / ``trial.bad_reports`` from the report directory.
+
+    ``report.json`` is always required; the other reports only with ``need_reports``
+    (a second signal exits once ``report.json`` is safe, without the rest)."""
     sys.path.insert(0, str(ROOT / "runner"))
     from multiturn_eval.results import Report
 
@@ -219,8 +224,6 @@ def check_reports(trial: Trial, out: Path, *, need_reports: bool) -> None:
                 finished.append(json.loads(line)["name"])
             except (ValueError, KeyError):
                 trial.bad_reports.append(f"results.jsonl line {number} is not a test case result")
-    if not need_reports:
-        return
     try:
         report = Report.model_validate_json((out / "report.json").read_text())
     except (OSError, ValueError) as exc:
@@ -232,6 +235,8 @@ def check_reports(trial: Trial, out: Path, *, need_reports: bool) -> None:
         trial.bad_reports.append("report.json says run.complete: true")
     reported = {r.name for r in report.results if not r.skipped}
     trial.lost = [name for name in finished if name not in reported]
+    if not need_reports:
+        return
     try:
         root = ET.parse(out / "junit.xml").getroot()
         if root.tag not in ("testsuites", "testsuite"):

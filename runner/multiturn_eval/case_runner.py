@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .errors import BackendError, FatalBackendError, FatalRunError, SessionError
@@ -46,6 +47,7 @@ from .results import (
     CaseResult,
     MetricResult,
     TurnResult,
+    UserTraceback,
     case_verdict,
     rollup_metrics,
     sum_costs,
@@ -64,7 +66,7 @@ from .types import (
     TurnReply,
     read_only,
 )
-from .usercode import error_text, guarded, watch_abandoned
+from .usercode import Tracebacks, collect_tracebacks, error_text, guarded, watch_abandoned
 
 if TYPE_CHECKING:
     from .backends.base import Backend, Session
@@ -80,6 +82,20 @@ MAX_CONSECUTIVE_SESSION_ERRORS = 2
 CLOSE_TIMEOUT = 10.0
 #: the same while the run is being interrupted
 INTERRUPTED_CLOSE_TIMEOUT = 0.5
+
+
+def user_tracebacks(raised: Tracebacks) -> list[UserTraceback] | None:
+    """The tracebacks collected, for a result (None: none, so report.json leaves it out)."""
+    return [UserTraceback(where=w, traceback=t) for w, t in raised] or None
+
+
+def attach_tracebacks(result: TurnResult, raised: Tracebacks) -> None:
+    result.tracebacks = user_tracebacks(raised)
+    if raised.dropped:
+        result.warnings.append(
+            f"{raised.dropped} more traceback(s) on this turn were not kept "
+            f"(the first {len(raised)} are)"
+        )
 
 
 def effective_instructions(loaded: LoadedSuite, case: TestCase) -> str | None:
@@ -164,13 +180,16 @@ class CaseRunner:
         self._started = time.perf_counter()
         self._skip_reason: str | None = None
         self._abandoned: list[str] = []
+        self._raised = Tracebacks()
+        """Where user code raised outside a turn (each turn collects its own)."""
 
     # -------------------------------------------------------------------------- run
 
     async def run(self) -> CaseResult:
         started = self._started = time.perf_counter()
-        with watch_abandoned() as abandoned:
+        with watch_abandoned() as abandoned, collect_tracebacks() as raised:
             self._abandoned = abandoned
+            self._raised = raised  # the factory's, close()'s, the conversation graders'
             try:
                 return await self._run(started)
             except (FatalRunError, asyncio.CancelledError):
@@ -246,74 +265,87 @@ class CaseRunner:
     async def _run_turns(self, session: Session, started: float) -> None:
         consecutive = 0
         for turn_index, turn in enumerate(self.turns):
-            files = tuple(
-                TurnFile.from_path(self.loaded.base_dir / f.path)
-                if f.media_type is None
-                else TurnFile(self.loaded.base_dir / f.path, f.media_type)
-                for f in turn.files
-            )
-            t0 = time.perf_counter()
-            reply: TurnReply | None = None
-            error: str | None = None
-            dead_reason: str | None = None
-            try:
-                async with asyncio.timeout(self.turn_timeout) as deadline:
-                    sent = guarded(
-                        session.send(turn.input, files), "agent", abandon_as=_ASYNC + "send()"
-                    )
-                    reply = checked_reply(await sent)
-                consecutive = 0
-            except FatalBackendError as exc:
-                self._record_error(turn_index, turn, _error_text(exc), t0)
-                self._skip_rest("the run stopped")
-                raise FatalRunError(self._finish(started), _error_text(exc)) from exc
-            except SessionError as exc:
-                error = _error_text(exc)
-                consecutive += 1
-                if not exc.session_alive:
-                    dead_reason = "the backend reported the session dead"
-            except BackendError as exc:
-                error = _error_text(exc)
-                consecutive = 0
-                if not exc.session_alive:
-                    dead_reason = "the backend reported the session dead"
-            except TimeoutError as exc:
-                if deadline.expired():  # our deadline, not the agent's own TimeoutError
-                    error = f"timed out after {self.turn_timeout:g} s (turn_timeout)"
+            with self._turn_tracebacks(turn_index):
+                files = tuple(
+                    TurnFile.from_path(self.loaded.base_dir / f.path)
+                    if f.media_type is None
+                    else TurnFile(self.loaded.base_dir / f.path, f.media_type)
+                    for f in turn.files
+                )
+                t0 = time.perf_counter()
+                reply: TurnReply | None = None
+                error: str | None = None
+                dead_reason: str | None = None
+                try:
+                    async with asyncio.timeout(self.turn_timeout) as deadline:
+                        sent = guarded(
+                            session.send(turn.input, files), "agent", abandon_as=_ASYNC + "send()"
+                        )
+                        reply = checked_reply(await sent)
+                    consecutive = 0
+                except FatalBackendError as exc:
+                    self._record_error(turn_index, turn, _error_text(exc), t0)
+                    self._skip_rest("the run stopped")
+                    raise FatalRunError(self._finish(started), _error_text(exc)) from exc
+                except SessionError as exc:
+                    error = _error_text(exc)
                     consecutive += 1
-                else:
+                    if not exc.session_alive:
+                        dead_reason = "the backend reported the session dead"
+                except BackendError as exc:
                     error = _error_text(exc)
                     consecutive = 0
-            except Exception as exc:  # the agent's own failure (UserCodeAbort too): this turn only
-                error = _error_text(exc)
-                consecutive = 0
-            self._note_abandoned(f" of turn {turn_index + 1}")
-            if error is not None:
-                self._record_error(turn_index, turn, error, t0)
-                if dead_reason is None and consecutive >= MAX_CONSECUTIVE_SESSION_ERRORS:
-                    dead_reason = f"{consecutive} consecutive session errors"
-                if dead_reason is not None:
-                    self._skip_rest(
-                        f"session unrecoverable after turn {turn_index + 1}: {dead_reason}"
-                    )
-                    return
-                continue
-            assert reply is not None
-            duration_ms = (time.perf_counter() - t0) * 1000
-            try:
-                result = await self._grade(turn_index, turn, reply, duration_ms)
-            except FatalBackendError as exc:  # a judge refused its credentials: stop the run
-                self._record_error(turn_index, turn, f"judge: {_error_text(exc)}", t0)
-                self._skip_rest("the run stopped")
-                raise FatalRunError(self._finish(started), _error_text(exc)) from exc
-            except Exception as exc:  # a bug while grading: this turn fails, the case goes on
-                self._record_error(
-                    turn_index, turn, f"internal error while grading: {error_text(exc)}", t0
-                )
-                continue
-            finally:
+                    if not exc.session_alive:
+                        dead_reason = "the backend reported the session dead"
+                except TimeoutError as exc:
+                    if deadline.expired():  # our deadline, not the agent's own TimeoutError
+                        error = f"timed out after {self.turn_timeout:g} s (turn_timeout)"
+                        consecutive += 1
+                    else:
+                        error = _error_text(exc)
+                        consecutive = 0
+                except (
+                    Exception
+                ) as exc:  # the agent's own failure (UserCodeAbort too): this turn only
+                    error = _error_text(exc)
+                    consecutive = 0
                 self._note_abandoned(f" of turn {turn_index + 1}")
-            self.results.append(result)
+                if error is not None:
+                    self._record_error(turn_index, turn, error, t0)
+                    if dead_reason is None and consecutive >= MAX_CONSECUTIVE_SESSION_ERRORS:
+                        dead_reason = f"{consecutive} consecutive session errors"
+                    if dead_reason is not None:
+                        self._skip_rest(
+                            f"session unrecoverable after turn {turn_index + 1}: {dead_reason}"
+                        )
+                        return
+                    continue
+                assert reply is not None
+                duration_ms = (time.perf_counter() - t0) * 1000
+                try:
+                    result = await self._grade(turn_index, turn, reply, duration_ms)
+                except FatalBackendError as exc:  # a judge refused its credentials: stop the run
+                    self._record_error(turn_index, turn, f"judge: {_error_text(exc)}", t0)
+                    self._skip_rest("the run stopped")
+                    raise FatalRunError(self._finish(started), _error_text(exc)) from exc
+                except Exception as exc:  # a bug while grading: this turn fails, the case goes on
+                    self._record_error(
+                        turn_index, turn, f"internal error while grading: {error_text(exc)}", t0
+                    )
+                    continue
+                finally:
+                    self._note_abandoned(f" of turn {turn_index + 1}")
+                self.results.append(result)
+
+    @contextmanager
+    def _turn_tracebacks(self, turn_index: int) -> Iterator[None]:
+        """Collect what user code raised during one turn onto that turn's result."""
+        with collect_tracebacks() as raised:
+            try:
+                yield
+            finally:  # the turn's result is at its index, however the turn ended
+                if raised and turn_index < len(self.results):
+                    attach_tracebacks(self.results[turn_index], raised)
 
     def _record_error(self, turn_index: int, turn: Turn, error: str, t0: float) -> None:
         # a response check on a turn without a reply fails, saying so (never skipped silently)
@@ -561,6 +593,7 @@ class CaseRunner:
             conversation_metrics=self.conversation_metrics,
             conversation_judge_usage=sum_usages(judging.usages) if judging else None,
             conversation_judge_cost=sum_costs(judging.costs) if judging else None,
+            tracebacks=user_tracebacks(self._raised),
         )
 
 
@@ -576,6 +609,7 @@ def build_case_result(
     conversation_metrics: Sequence[MetricResult] = (),
     conversation_judge_usage: TokenUsage | None = None,
     conversation_judge_cost: float | None = None,
+    tracebacks: Sequence[UserTraceback] | None = None,
 ) -> CaseResult:
     """Roll turn results up into a test-case result (SPEC 6.4).
 
@@ -614,10 +648,13 @@ def build_case_result(
         "judge_cost_usd": sum_costs([*(t.judge_cost_usd for t in turns), conversation_judge_cost]),
         "metric_results": [*rollup_metrics(turns), *conversation],
         "warnings": [*warnings, *(w for t in turns for w in t.warnings)],
+        "tracebacks": list(tracebacks) if tracebacks else None,
     }
     if not case.is_legacy:
         return CaseResult(**common, turns=turns)
     turn = turns[0] if turns else None
+    if turn is not None and turn.tracebacks:  # the case's fields are its one turn's
+        common["tracebacks"] = [*(common["tracebacks"] or []), *turn.tracebacks]
     if turn is not None and not turn.skipped:
         common["errors"] = [*common["errors"], *turn.errors]
         common["metric_results"] = [*turn.metric_results, *conversation]

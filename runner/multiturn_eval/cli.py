@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
 import sys
 import threading
@@ -36,8 +37,40 @@ class _Parser(argparse.ArgumentParser):
         """A usage error: exit 2 with one line (no usage block: ``--help`` has it)."""
         self.exit(EXIT_CONFIG, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
+    def parse_args_suggesting(self, argv: Sequence[str] | None) -> argparse.Namespace:
+        """``parse_args``, with a "did you mean" for an option the command does not have.
 
-def build_parser() -> argparse.ArgumentParser:
+        argparse takes an unambiguous prefix of an option (``--repea 3`` is
+        ``--repeat 3``; an ambiguous one, ``--rep``, is an error naming the
+        candidates), but says only "unrecognized arguments" for a near miss such
+        as ``--repeats``: the command's own options are searched for it here.
+        """
+        args, extras = self.parse_known_args(argv)
+        if not extras:
+            return args
+        command = self._commands.get(getattr(args, "command", None) or "", self)
+        hint = ""
+        for extra in extras:
+            if extra.startswith("--"):
+                known = [
+                    o for a in command._actions for o in a.option_strings if o.startswith("--")
+                ]
+                match = difflib.get_close_matches(extra.partition("=")[0], known, n=1, cutoff=0.6)
+                if match:
+                    hint = f"; did you mean '{match[0]}'?"
+                    break
+        command.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        raise AssertionError("unreachable: error() exits")  # pragma: no cover
+
+    @property
+    def _commands(self) -> dict[str, argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+
+def build_parser() -> _Parser:
     from .settings import parse_cost, parse_formats, parse_positive_float, parse_positive_int
     from .sharding import parse_shard
 
@@ -404,7 +437,7 @@ def main(
 ) -> int:
     """Entry point; returns the exit code (``sys.exit`` is called only from :func:`entry`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args_suggesting(argv)
     environment = RunEnvironment.from_mapping(os.environ if env is None else env)
     out = sys.stdout
     try:

@@ -15,7 +15,13 @@ The spend bound: upper calls x ``max_tokens`` x the model's output price.
 It is rough on purpose: input tokens (which grow with each turn of a
 conversation) are not counted, so it is not a ceiling of the bill; it tells
 whether a ``--max-cost`` is far above or within reach of what the run's
-output alone may cost.
+output alone may cost. A suite with no bound (a ``python`` or ``http`` agent
+prices its own replies; a model backend without ``max_tokens``) says why,
+and then no headroom is claimed: the cap line says the headroom is unknown,
+never "$0.00 ... leaves headroom".
+
+With ``-v`` every selected test case is listed under its suite (name, line,
+turns, tags), in the order the run would start them.
 """
 
 from __future__ import annotations
@@ -50,6 +56,10 @@ class SuitePlan:
     judge_calls: int = 0
     """LLM-judge calls at most (per judged turn and per conversation judge, ``repeat`` times;
     identical requests are made once, so a run may make fewer)."""
+    no_bound: str | None = None
+    """Why there is no output-token bound (None: there is one)."""
+    cases_shown: tuple[str, ...] = ()
+    """``-v``: one line per selected test case."""
 
 
 def suite_plan(planned: PlannedSuite) -> SuitePlan:
@@ -83,6 +93,10 @@ def suite_plan(planned: PlannedSuite) -> SuitePlan:
     if price is not None and agent.max_tokens:
         bound = calls * per_turn * agent.max_tokens * price.output / 1_000_000
     return SuitePlan(
+        no_bound=_no_bound(agent.backend, agent.model, price is not None, agent.max_tokens)
+        if bound is None
+        else None,
+        cases_shown=tuple(_case_line(planned, i) for i in planned.indices),
         suite=loaded.display_path,
         backend=agent.backend,
         model=agent.model,
@@ -97,11 +111,32 @@ def suite_plan(planned: PlannedSuite) -> SuitePlan:
     )
 
 
+def _no_bound(backend: str, model: str | None, priced: bool, max_tokens: int | None) -> str:
+    from .spend import PRICED_BACKENDS
+
+    if backend not in PRICED_BACKENDS:
+        return f"a {backend} agent's spend is the cost_usd it reports"
+    if not priced:
+        return f"no price for {model}"
+    return "no max_tokens"
+
+
+def _case_line(planned: PlannedSuite, index: int) -> str:
+    loaded = planned.loaded
+    case = loaded.suite.test_cases[index]
+    line = loaded.case_line(index)
+    where = f" (line {line})" if line else ""
+    tags = f", tags: {', '.join(case.tags)}" if case.tags else ""
+    return f"{loaded.case_name(index)}{where}: {_plural(len(case.effective_turns()), 'turn')}{tags}"
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'s' if n != 1 else ''}"
 
 
-def render(plans: Sequence[SuitePlan], header: Sequence[str] = ()) -> list[str]:
+def render(
+    plans: Sequence[SuitePlan], header: Sequence[str] = (), *, verbose: bool = False
+) -> list[str]:
     lines = ["multiturn-eval: dry run: no agent, tool or grader is called; no report is written"]
     lines += list(header)
     for p in plans:
@@ -124,9 +159,14 @@ def render(plans: Sequence[SuitePlan], header: Sequence[str] = ()) -> list[str]:
             )
         if p.output_bound_usd is not None:
             lines.append(
-                f"  output-token bound: ${p.output_bound_usd:,.2f} "
+                f"  output-token bound: {dollars(p.output_bound_usd)} "
                 "(max_tokens x output price on every call; input tokens not counted)"
             )
+        elif p.max_cost is not None and p.cases:
+            lines.append(f"  output-token bound: none ({p.no_bound})")
+        if verbose and p.cases_shown:
+            lines.append("  test cases:")
+            lines += [f"    {case}" for case in p.cases_shown]
     per_backend: dict[str, list[int]] = {}
     for p in plans:
         counts = per_backend.setdefault(p.backend, [0, 0])
@@ -146,23 +186,30 @@ def render(plans: Sequence[SuitePlan], header: Sequence[str] = ()) -> list[str]:
     )
     caps = sorted({p.max_cost for p in plans if p.max_cost is not None})
     if caps:
-        cap = caps[0]
-        known = [p.output_bound_usd for p in plans if p.output_bound_usd is not None]
-        unknown = [p.suite for p in plans if p.output_bound_usd is None and p.cases]
-        bound = sum(known)
+        lines.append(_cap_line(caps[0], plans))
+    return lines
+
+
+def _cap_line(cap: float, plans: Sequence[SuitePlan]) -> str:
+    """The spend cap against the bound; no headroom is claimed for what has no bound."""
+    running = [p for p in plans if p.cases]
+    known = [p for p in running if p.output_bound_usd is not None]
+    unknown = [p for p in running if p.output_bound_usd is None]
+    bound = sum(p.output_bound_usd or 0.0 for p in known)
+    line = f"spend cap: {dollars(cap)}"
+    if not unknown:
         verdict = (
             "the cap leaves headroom over that bound"
             if bound < cap
             else "the run may reach the cap (then the remaining test cases are skipped)"
         )
-        if unknown:  # part of the run has no bound: say so instead of claiming headroom
-            verdict = (
-                f"no bound for {', '.join(unknown)} (no price or max_tokens), so the headroom "
-                "is unknown"
-            )
-        line = f"spend cap: {dollars(cap)}; rough output-token bound ${bound:,.2f}: {verdict}"
-        lines.append(line)
-    return lines
+        return f"{line}; rough output-token bound {dollars(bound)}: {verdict}"
+    if known:
+        line += (
+            f"; rough output-token bound {dollars(bound)} for {', '.join(p.suite for p in known)}"
+        )
+    reasons = ", ".join(f"{p.suite} ({p.no_bound})" for p in unknown)
+    return f"{line}; no bound for {reasons}, so the headroom is unknown"
 
 
 def dry_run(
@@ -186,6 +233,7 @@ def dry_run(
     for planned in plan:
         for warning in planned.loaded.warnings:
             header.append(f"warning: {warning}")
-    for line in render([suite_plan(p) for p in plan], header):
+    plans = [suite_plan(p) for p in plan]
+    for line in render(plans, header, verbose=options.verbosity > 0):
         out.write(line + "\n")
     return EXIT_OK

@@ -19,8 +19,15 @@ running    the run's task is cancelled: no new test case starts, running
 writing    the reports being written are finished (``report.json`` first)
 =========  ==========================================================
 
-A second signal ends the process at once with exit 3 (``results.jsonl``
-is flushed after every test case, so it holds everything that finished).
+A second signal ends the process with exit 3 as soon as ``report.json`` is
+safe: the invariant a user relies on is that ``report.json`` exists and holds
+every test case ``results.jsonl`` holds (``results.jsonl`` is flushed after
+every test case). If the last snapshot is behind (or there is none yet: a run
+shorter than the snapshot interval), the watchdog's exit thread writes
+``report.json`` from the run's state, atomically, then exits; if the final
+reports are being written it waits for their ``report.json`` (written first),
+at most :attr:`InterruptGuard.exit_limit` seconds. A third signal exits at
+once, whatever is being written.
 
 The event loop may be blocked when the signal comes (a sync grader, a huge
 snapshot): Python runs signal handlers only between bytecodes of the main
@@ -65,11 +72,18 @@ def _write_stderr(text: str) -> None:
 class InterruptGuard:
     """Owns SIGINT/SIGTERM while it is installed (a context manager)."""
 
-    def __init__(self, grace: float = 0.4, writing_limit: float = 20.0) -> None:
+    def __init__(
+        self, grace: float = 0.4, writing_limit: float = 20.0, exit_limit: float = 10.0
+    ) -> None:
         self.grace = grace
         """How long the main thread has to start writing the reports after a signal."""
         self.writing_limit = writing_limit
         """How long the main thread's writing may then take before the watchdog exits anyway."""
+        self.exit_limit = exit_limit
+        """How long the exit on a second signal may spend bringing ``report.json`` up to date."""
+        self.catch_up: Callable[[float], None] | None = None
+        """Brings ``report.json`` up to ``results.jsonl`` by a deadline (``time.monotonic``);
+        called by the exit thread on a second signal."""
         self.phase: Phase = "starting"
         self.stop_reason: str | None = None
         self.write_lock = threading.Lock()
@@ -160,8 +174,10 @@ class InterruptGuard:
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         self._signals += 1
-        if self._signals > 1:
+        if self._signals > 2 or (self._signals == 2 and not self._watching):
             self._exit_now(name)
+        if self._signals == 2:
+            return  # the watchdog heard it too: it exits once report.json is safe
         self.stop_reason = self.stop_reason or f"interrupted by {name}"
         if self.phase == "starting":
             return  # noted: run_suites stops as it starts (raising here could hit install())
@@ -171,8 +187,26 @@ class InterruptGuard:
             self.on_stop()
         # writing / done: the reports are being finished; exit 3 afterwards
 
+    @property
+    def _watching(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def _exit_now(self, name: str) -> None:
         _write_stderr(f"multiturn-eval: {name} again: exiting at once (exit 3)\n")
+        os._exit(EXIT_INCOMPLETE)  # no flush: stdout's lock may be held by a blocked main thread
+
+    def _exit_soon(self, name: str) -> None:
+        """The second signal: exit 3 once ``report.json`` holds what ``results.jsonl`` holds."""
+        _write_stderr(
+            f"multiturn-eval: {name} again: exiting (exit 3) once report.json holds every "
+            f"finished test case; {name} a third time exits at once\n"
+        )
+        catch_up = self.catch_up
+        if catch_up is not None:
+            try:
+                catch_up(time.monotonic() + self.exit_limit)
+            except BaseException as exc:  # nothing may stop the exit
+                _write_stderr(f"multiturn-eval: could not bring report.json up to date: {exc!r}\n")
         os._exit(EXIT_INCOMPLETE)  # no flush: stdout's lock may be held by a blocked main thread
 
     def _watch(self) -> None:
@@ -188,11 +222,20 @@ class InterruptGuard:
             signums = [b for b in data if b in (signal.SIGINT, signal.SIGTERM)]
             if not signums:
                 continue
+            before = self._watchdog_signals
             self._watchdog_signals += len(signums)
-            name = signal.Signals(signums[0]).name
-            if self._watchdog_signals > 1:
+            name = signal.Signals(signums[-1]).name
+            if self._watchdog_signals > 2:
                 self._exit_now(name)
-            self.stop_reason = self.stop_reason or f"interrupted by {name}"
+            if self._watchdog_signals == 2:  # in a thread of its own: a third signal still exits
+                threading.Thread(
+                    target=self._exit_soon, args=(name,), name="interrupt-exit", daemon=True
+                ).start()
+            if before > 0:
+                continue
+            self.stop_reason = (
+                self.stop_reason or f"interrupted by {signal.Signals(signums[0]).name}"
+            )
             threading.Thread(
                 target=self._rescue, args=(name,), name="interrupt-rescue", daemon=True
             ).start()

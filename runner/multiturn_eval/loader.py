@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import errno
 import functools
 import gc
@@ -33,14 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from .errors import ConfigError, ConfigIssue, YamlSyntaxError
 from .grading.evaluators import parse_ground_truth_number
 from .grading.judges.evaluate import JudgeTexts
 from .grading.judges.prompt import template_problem
 from .grading.judges.service import PACKAGES, JudgeConfigProblem, merge_levels, resolve
-from .imports import add_import_paths, resolve_callable
+from .imports import add_import_paths, one_argument_problem, resolve_callable
 from .pricing import judge_provider
 from .secrets import is_secret_name, is_secret_value
 from .suite import (
@@ -91,6 +90,8 @@ class LoadedSuite:
     json_schemas: dict[str, Any] = field(default_factory=dict)
     """``schema_file`` (as written) -> the JSON Schema read from it at load"""
     _validators: dict[int, Any] = field(default_factory=dict, repr=False)
+    given_dir: Path = Path()
+    """The suite's directory as the command line gave it (relative paths stay relative)."""
 
     def schema_validator(self, evaluation: StandardEvaluation) -> Any | None:
         """The jsonschema validator of a ``metric: json`` evaluation (None: no schema)."""
@@ -114,7 +115,12 @@ class LoadedSuite:
 
     @property
     def base_dir(self) -> Path:
+        """The suite's directory, absolute (``path`` is resolved when the suite loads)."""
         return self.path.parent
+
+    def shown(self, name: str | Path) -> Path:
+        """A file of the suite's, as messages name it: under the suite path as given."""
+        return self.given_dir / name
 
     @functools.cached_property
     def agent_mapping(self) -> dict[str, Any]:
@@ -209,16 +215,6 @@ def _clean_loc(loc: Sequence[str | int], data: Any) -> list[str | int]:
     return out
 
 
-def _known_keys() -> list[str]:
-    from . import suite as models
-
-    keys: set[str] = set()
-    for obj in vars(models).values():
-        if isinstance(obj, type) and issubclass(obj, BaseModel):
-            keys.update(obj.model_fields)
-    return sorted(keys)
-
-
 _PATTERN_WORDS = {
     CALLABLE_PATTERN: "must be of the form module.path:callable (e.g. my_agents.support:make_session)",
     URL_PATTERN: "must start with http:// or https://",
@@ -230,15 +226,9 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
     kind = error["type"]
     ctx = error.get("ctx") or {}
     if kind == "extra_forbidden":
-        hint = ""
-        if isinstance(key, str):
-            match = difflib.get_close_matches(key, _known_keys(), n=3, cutoff=0.75)
-            # two swapped letters ('modle') mean the key with the same letters ('model'),
-            # even when a shorter key ('mode') scores higher
-            swapped = [m for m in match if sorted(m) == sorted(key)]
-            match = swapped or match
-            hint = f"; did you mean '{match[0]}'?" if match else ""
-        return f"unknown key{hint}"
+        from .key_hints import unknown_key_message
+
+        return unknown_key_message(key, tuple(error["loc"])[:-1])
     if kind == "missing":
         return "required key missing"
     if kind == "union_tag_invalid":
@@ -320,6 +310,42 @@ def validation_issues(exc: ValidationError, data: Any, locator: _Locator) -> lis
 # --------------------------------------------------------------------- substitution
 
 
+def _judge_block(path: Path_) -> bool:
+    """Whether ``path`` lies inside a ``judge:`` block (the suite's, a test case's, a
+    turn's or an evaluation's; never a ``context`` key that happens to be called judge)."""
+    for k in range(len(path)):
+        if path[k] != "judge":
+            continue
+        if k == 0 or (path[0] == "test_cases" and (k == 2 or (k == 4 and path[2] == "turns"))):
+            return True
+        if k >= 2 and isinstance(path[k - 1], int) and path[k - 2] in _EVALUATION_LISTS:
+            return True
+    return False
+
+
+_EVALUATION_LISTS = ("evaluations", "conversation_evaluations")
+
+
+def unused_blocks(*, agent_called: bool, judges_called: bool) -> Callable[[Path_], bool] | None:
+    """Which fields a run will not use, so that their variables (``${VAR}``) need not be set.
+
+    ``regrade`` calls no agent (the ``agent:`` block is not used) and, without
+    ``--rejudge``, no judge (the ``judge:`` blocks are not used). An unset
+    variable there is left as written (``${OPENAI_API_KEY}``) instead of being
+    an error; everything regrade does use (inputs, ground truths, evaluations,
+    ``context``) must still resolve.
+    """
+    if agent_called and judges_called:
+        return None
+
+    def unused(path: Path_) -> bool:
+        return (not agent_called and path[:1] == ("agent",)) or (
+            not judges_called and _judge_block(path)
+        )
+
+    return unused
+
+
 def _substitute(
     value: Any,
     path: Path_,
@@ -327,14 +353,17 @@ def _substitute(
     locator: _Locator,
     issues: list[ConfigIssue],
     secrets: set[str],
+    unused: Callable[[Path_], bool] | None = None,
 ) -> Any:
     if isinstance(value, dict):
         return {
-            k: _substitute(v, (*path, k), env, locator, issues, secrets) for k, v in value.items()
+            k: _substitute(v, (*path, k), env, locator, issues, secrets, unused)
+            for k, v in value.items()
         }
     if isinstance(value, list):
         return [
-            _substitute(v, (*path, i), env, locator, issues, secrets) for i, v in enumerate(value)
+            _substitute(v, (*path, i), env, locator, issues, secrets, unused)
+            for i, v in enumerate(value)
         ]
     if not isinstance(value, str) or "$" not in value:
         return value
@@ -347,6 +376,8 @@ def _substitute(
         if name is None:
             return "$"
         if name not in env:
+            if unused is not None and unused(path):
+                return match.group(0)  # not used by this run: left as written
             issues.append(locator.issue(path, f"environment variable {name} is not set"))
             return ""
         replacement = env[name]
@@ -479,12 +510,16 @@ def _read(path: Path, shown: str) -> str:
         raise ConfigError(ConfigIssue(message, file=shown)) from None
 
 
-def load_suite(path: Path, env: Mapping[str, str], *, judges_called: bool = True) -> LoadedSuite:
+def load_suite(
+    path: Path, env: Mapping[str, str], *, judges_called: bool = True, agent_called: bool = True
+) -> LoadedSuite:
     """Load and validate one suite file; raise ConfigError with all its problems.
 
     ``env`` is the environment as the entry point read it (for ``${VAR}``).
     ``judges_called=False`` (``regrade`` without ``--rejudge``, which reuses the
-    recorded verdicts): an LLM judge's API key need not resolve.
+    recorded verdicts): an LLM judge's API key need not resolve, nor the
+    variables of its ``judge:`` blocks. ``agent_called=False`` (``regrade``):
+    the variables (``${VAR}``) of the ``agent:`` block need not be set (:func:`unused_blocks`).
     """
     shown = display_path(path)
     text = _read(path, shown)
@@ -506,7 +541,8 @@ def load_suite(path: Path, env: Mapping[str, str], *, judges_called: bool = True
         )
     issues: list[ConfigIssue] = []
     secrets: set[str] = set()
-    data = _substitute(doc.data, (), env, locator, issues, secrets)
+    unused = unused_blocks(agent_called=agent_called, judges_called=judges_called)
+    data = _substitute(doc.data, (), env, locator, issues, secrets, unused)
     if issues:
         raise ConfigError(issues)
     try:
@@ -514,7 +550,8 @@ def load_suite(path: Path, env: Mapping[str, str], *, judges_called: bool = True
     except ValidationError as exc:
         raise ConfigError(validation_issues(exc, data, locator)) from None
     loaded = LoadedSuite(
-        path=path,
+        path=path.absolute(),  # a turn's files are read later, whatever the cwd is by then
+        given_dir=path.parent,
         display_path=shown,
         suite=suite,
         document=doc,
@@ -539,7 +576,12 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
         try:
             loaded.instructions = read_text(target)
         except ValueError as exc:
-            issues.append(locator.issue(("agent", "instructions_file"), f"{exc}: {target}"))
+            issues.append(
+                locator.issue(
+                    ("agent", "instructions_file"),
+                    f"{exc}: {loaded.shown(agent.instructions_file)}",
+                )
+            )
     for i, tool in enumerate(agent.tools):
         try:
             loaded.tools.append(resolve_callable(tool.function))
@@ -555,25 +597,32 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
             loaded.factory = resolve_callable(factory)
         except ValueError as exc:
             issues.append(locator.issue(("agent", "factory"), str(exc)))
+        else:
+            problem = one_argument_problem(
+                loaded.factory,
+                "the factory is called with one argument, the test case's CaseContext",
+            )
+            if problem is not None:
+                issues.append(locator.issue(("agent", "factory"), problem))
 
     judge_files: dict[str, str] = {}
 
     def read_judge_file(name: str, path: Path_, template: bool) -> None:
         if name in judge_files:
             return
-        target = base / name
+        target, shown = base / name, loaded.shown(name)
         try:
             text = read_text(target)
         except ValueError as exc:
-            issues.append(locator.issue(path, f"{exc}: {target}"))
+            issues.append(locator.issue(path, f"{exc}: {shown}"))
             return
         if template:
             problem = template_problem(text)
             if problem is not None:
-                issues.append(locator.issue(path, f"{problem}: {target}"))
+                issues.append(locator.issue(path, f"{problem}: {shown}"))
                 return
         elif not text.strip():
-            issues.append(locator.issue(path, f"the rubric file is empty: {target}"))
+            issues.append(locator.issue(path, f"the rubric file is empty: {shown}"))
             return
         judge_files[name] = text
 
@@ -594,9 +643,19 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
                     issues.append(locator.issue((*path, j, "schema_file"), problem))
             if isinstance(evaluation, CodeEvaluation) and evaluation.grader not in loaded.graders:
                 try:
-                    loaded.graders[evaluation.grader] = resolve_callable(evaluation.grader)
+                    grader = resolve_callable(evaluation.grader)
                 except ValueError as exc:
                     issues.append(locator.issue((*path, j, "grader"), str(exc)))
+                    continue
+                problem = one_argument_problem(
+                    grader,
+                    "a grader is called with one argument, its GraderContext (a "
+                    "ConversationContext in conversation_evaluations)",
+                )
+                if problem is not None:
+                    issues.append(locator.issue((*path, j, "grader"), problem))
+                    continue
+                loaded.graders[evaluation.grader] = grader
 
     check_evaluations(suite.evaluations, ("evaluations",))
     names: dict[str, int] = {}
@@ -620,7 +679,7 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
                 if problem is not None:
                     issues.append(
                         locator.issue(
-                            (*turn_path, "files", f, "path"), f"{problem}: {base / ref.path}"
+                            (*turn_path, "files", f, "path"), f"{problem}: {loaded.shown(ref.path)}"
                         )
                     )
             if (
@@ -750,20 +809,20 @@ def _read_schema(loaded: LoadedSuite, name: str) -> str | None:
     """Read and check a ``schema_file`` into ``loaded.json_schemas``; the problem, if any."""
     from .suite import json_schema_problem
 
-    target = loaded.base_dir / name
+    target, shown = loaded.base_dir / name, loaded.shown(name)
     try:
         text = read_text(target)
     except ValueError as exc:
-        return f"{exc}: {target}"
+        return f"{exc}: {shown}"
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as exc:
-        return f"is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}: {target}"
+        return f"is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}: {shown}"
     problem = json_schema_problem(schema)
     if problem is not None:
         where, why = problem
         inside = f" at {_format_path(where)}" if where else ""
-        return f"{why}{inside}: {target}"
+        return f"{why}{inside}: {shown}"
     loaded.json_schemas[name] = schema
     return None
 
@@ -813,7 +872,11 @@ def gc_paused() -> Iterator[None]:
 
 
 def load_suites(
-    paths: Sequence[Path], env: Mapping[str, str], *, judges_called: bool = True
+    paths: Sequence[Path],
+    env: Mapping[str, str],
+    *,
+    judges_called: bool = True,
+    agent_called: bool = True,
 ) -> list[LoadedSuite]:
     """Load every file; raise one ConfigError listing the problems of all of them."""
     loaded: list[LoadedSuite] = []
@@ -821,7 +884,9 @@ def load_suites(
     with gc_paused():
         for path in paths:
             try:
-                loaded.append(load_suite(path, env, judges_called=judges_called))
+                loaded.append(
+                    load_suite(path, env, judges_called=judges_called, agent_called=agent_called)
+                )
             except ConfigError as exc:
                 errors.append(exc)
     if errors:

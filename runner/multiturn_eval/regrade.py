@@ -126,6 +126,7 @@ def _rebuild(
             tool_invocations=turn.tool_invocations,
             tools_matched=turn.tools_matched,
             arg_match_details=turn.arg_match_details,
+            tracebacks=turn.tracebacks,
         )
     return case.model_copy(update=update)
 
@@ -305,6 +306,7 @@ def regrade(
         finish_case=regrader.fix,
         finish_report=regrader.annotate,
         judges_called=rejudge,
+        agent_called=False,
     )
     token = RECORDED_JUDGEMENTS.set(None if rejudge else _Recorded(regrader.state))
     try:

@@ -84,6 +84,18 @@ class ArgMatchDetail(_Model):
     """Why it did not match; None when it matched."""
 
 
+class UserTraceback(_Model):
+    """Where your own code (agent, factory, tool, grader) raised, as Python prints it.
+
+    Only your frames (the runner's own are left out), redacted like every report text,
+    cut to a few thousand characters (the start and the innermost end kept)."""
+
+    where: str
+    """What raised: ``the factory``, ``the agent's send()``, ``tool 'subtract'``,
+    ``grader 'exact'``, ..."""
+    traceback: str
+
+
 class TurnResult(_Model):
     turn_index: int
     line: int | None = None
@@ -109,6 +121,10 @@ class TurnResult(_Model):
     )
     judge_cost_usd: float | None = omitted_when_none(
         "What the LLM judges of this turn cost (not in cost_usd); absent when no price is known."
+    )
+    tracebacks: list[UserTraceback] | None = omitted_when_none(
+        "Where your code raised on this turn (the agent's send(), a tool, a grader): the "
+        "traceback of each error, your frames only; absent when none raised."
     )
 
     def failed_checks(self) -> list[str]:
@@ -176,6 +192,9 @@ class CaseRun(_Model):
     metric_results: list[MetricResult] = Field(default_factory=list)
     turns: list[TurnResult] = Field(default_factory=list)
     """This run's turns (a legacy single-turn case: its one turn)."""
+    tracebacks: list[UserTraceback] | None = omitted_when_none(
+        "Where your code raised in this run outside its turns (see CaseResult.tracebacks)."
+    )
 
 
 class CaseResult(_Model):
@@ -217,6 +236,10 @@ class CaseResult(_Model):
         "With --repeat K: the verdict over the K runs; the fields above are the run shown first."
     )
     runs: list[CaseRun] | None = omitted_when_none("With --repeat K: every run, in run order.")
+    tracebacks: list[UserTraceback] | None = omitted_when_none(
+        "Where your code raised outside the turns (the factory, close(), a conversation "
+        "grader); for a legacy single-turn case also its turn's. Absent when none raised."
+    )
 
     def all_turns(self) -> list[TurnResult]:
         """The turns of this case; a legacy case's single turn rebuilt from its fields."""
@@ -243,6 +266,7 @@ class CaseResult(_Model):
                 cost_usd=self.cost_usd,
                 judge_token_usage=self.judge_token_usage,
                 judge_cost_usd=self.judge_cost_usd,
+                tracebacks=self.tracebacks,
             )
         ]
 
@@ -777,4 +801,5 @@ def case_run(run_index: int, result: CaseResult) -> CaseRun:
         judge_cost_usd=result.judge_cost_usd,
         metric_results=result.metric_results,
         turns=result.all_turns(),
+        tracebacks=result.tracebacks if result.turns is not None else None,
     )

@@ -90,6 +90,9 @@ class RunOptions:
     ``on_result`` and the report (regrade marks what it could not grade). Must be idempotent."""
     judges_called: bool = True
     """False for a regrade that reuses recorded judge verdicts: judge API keys need not resolve."""
+    agent_called: bool = True
+    """False for a regrade (no agent is called): the ``agent:`` block's variables need not
+    be set."""
     finish_report: Callable[[Report], None] | None = None
     """Amends the final report before it is written (regrade adds its block)."""
     shard: ShardSpec | None = None
@@ -120,9 +123,10 @@ class RunOutcome:
 
     report: Report
     written: dict[str, Path]
-    """format -> file written"""
+    """format -> file written (absolute: resolved when the run started)"""
     exit_code: int
     report_dir: Path
+    """Absolute: a relative ``-o`` is taken from the directory the run started in."""
     redactor: Redactor
     """Redacts every secret of the run (the suites', the backends', the environment's)."""
     internal_error: BaseException | None = None
@@ -181,13 +185,17 @@ def _report_dir_source(settings: RunSettings) -> str:
     return "the default report directory"
 
 
-def check_report_dir(settings: RunSettings, label: str | None = None) -> Path | None:
+def check_report_dir(
+    settings: RunSettings, label: str | None = None, path: Path | None = None
+) -> Path | None:
     """Create the report directory and make sure it is writable; else a ConfigError (exit 2).
 
-    Returns the outermost directory this created (None if it existed), so a
-    configuration error found later can take it away again.
+    ``path`` is the directory as the run resolved it (default: ``settings.report_dir``
+    as it is); errors name it as it was given. Returns the outermost directory this
+    created (None if it existed), so a configuration error found later can take it
+    away again.
     """
-    path = Path(settings.report_dir)
+    path = Path(settings.report_dir) if path is None else path
     where = f"{label or _report_dir_source(settings)} {settings.report_dir!r}"
     if not settings.report_dir.strip():
         raise ConfigError(ConfigIssue(f"{where}: give a directory"))
@@ -250,6 +258,13 @@ def _compact(loaded: LoadedSuite) -> None:
     suite's memory.
     """
     loaded.document.compact(_LINE_DEPTH)
+
+
+def _cwd() -> Path | None:
+    try:
+        return Path.cwd()
+    except OSError:  # the working directory was removed: paths stay as given
+        return None
 
 
 def run_loop(main: Coroutine[Any, Any, None]) -> None:
@@ -326,7 +341,10 @@ class _Pipeline:
         self.stream = stream
         self.on_result = on_result
         self.run_settings = resolve_settings(options.settings_values(), environment)
-        self.report_dir = Path(self.run_settings.report_dir)
+        self.start_dir = _cwd()
+        """The working directory when the run started: relative paths are relative to it,
+        whatever directory the agent (or a module it imports) changes to later."""
+        self.report_dir = self.resolved(self.run_settings.report_dir)
         self.formats = self.run_settings.format
         self.redact = Redactor([*secrets, *secrets_in(environment.variables)])
         self.suite_paths: list[str] = []
@@ -347,6 +365,22 @@ class _Pipeline:
         """``--keep-passed``: earlier results carried into this report."""
         self.judges: JudgeService | None = None
         """The run's LLM-judge clients and de-duplication cache (built with the backends)."""
+        from .reports.writer import OnDisk
+
+        self.disk = OnDisk()
+        """How far ``results.jsonl`` and ``report.json`` have got (the second signal's exit)."""
+
+    def resolved(self, path: str | Path) -> Path:
+        """``path`` as an absolute path, relative paths taken from :attr:`start_dir`."""
+        given = Path(path)
+        return given if given.is_absolute() or self.start_dir is None else self.start_dir / given
+
+    def shown(self, path: Path) -> str:
+        """``path`` as the console shows it: relative to :attr:`start_dir` when inside it."""
+        if self.start_dir is not None:
+            with contextlib.suppress(ValueError):
+                return path.relative_to(self.start_dir).as_posix()
+        return str(path)
 
     # ------------------------------------------------------------------ reports
 
@@ -415,18 +449,71 @@ class _Pipeline:
                 not_started=state.not_started,
             )
 
-    def write(self, report: Report, written: dict[str, Path] | None = None) -> dict[str, Path]:
+    def write(
+        self,
+        report: Report,
+        written: dict[str, Path] | None = None,
+        *,
+        covers: int | None = None,
+        formats: Sequence[str] | None = None,
+    ) -> dict[str, Path]:
+        """Write ``report`` (in the run's formats, or ``formats``).
+
+        ``covers``: how many ``results.jsonl`` lines the report holds (``disk.journaled``
+        read before it was built); recorded once ``report.json`` is in place.
+        """
         from .reports.writer import write_reports
 
         def keep(fmt: str, text: str) -> None:
             if fmt == "markdown":
                 self.markdown = text
+            if fmt == "json" and covers is not None:
+                self.disk.covered(covers)
 
-        return write_reports(report, self.report_dir, self.formats, self.redact, keep, written)
+        chosen = self.formats if formats is None else formats
+        return write_reports(report, self.report_dir, chosen, self.redact, keep, written)
 
     def emergency(self, reason: str) -> None:
         """The watchdog's way out: the reports of what finished, from another thread."""
-        self.write(self.build(False, reason, reason))
+        covers = self.disk.journaled
+        self.write(self.build(False, reason, reason), covers=covers)
+
+    def catch_up(self, deadline: float) -> None:
+        """Before the exit on a second signal: ``report.json`` holds every case of
+        ``results.jsonl`` (written now, atomically, if it does not; by ``deadline``).
+
+        Called from the signal watchdog's exit thread. Holding the journal's lock
+        until the process exits stops further lines; the write lock keeps this from
+        racing a snapshot or the final reports (which write ``report.json`` first:
+        once they have, this has nothing to do).
+        """
+        if "json" not in self.formats:
+            return
+        disk = self.disk
+        if not disk.journal_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return
+        while disk.behind:
+            if self.guard.write_lock.acquire(timeout=0.05):
+                try:
+                    if disk.behind:
+                        self._write_json_now()
+                finally:
+                    self.guard.write_lock.release()
+                return
+            if time.monotonic() >= deadline:
+                return
+
+    def _write_json_now(self) -> None:
+        reason = (
+            (self.state.stop_reason if self.state is not None else None)
+            or self.guard.stop_reason
+            or "interrupted"
+        )
+        if self.state is None:  # still loading: the directory has not been checked yet
+            check_report_dir(self.run_settings, self.options.report_dir_label, self.report_dir)
+            reason = f"{reason} while loading the suites"
+        covers = self.disk.journaled
+        self.write(self.build(False, reason, reason), covers=covers, formats=("json",))
 
     # -------------------------------------------------------------------- phases
 
@@ -440,7 +527,10 @@ class _Pipeline:
         expanded = expand_suites(paths)
         self.suite_paths = [display_path(p) for p in expanded]
         suites = load_suites(
-            expanded, self.environment.variables, judges_called=self.options.judges_called
+            expanded,
+            self.environment.variables,
+            judges_called=self.options.judges_called,
+            agent_called=self.options.agent_called,
         )
         missing = [issue for s in suites if (issue := backend_issue(s)) is not None]
         if missing and self.options.backend_factory is None:  # a replay needs no SDK
@@ -480,7 +570,9 @@ class _Pipeline:
 
     def load(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
         plan = self.plan(paths)
-        self.created_dir = check_report_dir(self.run_settings, self.options.report_dir_label)
+        self.created_dir = check_report_dir(
+            self.run_settings, self.options.report_dir_label, self.report_dir
+        )
         return plan
 
     def create_backends(self, plan: Sequence[PlannedSuite]) -> list[Backend]:
@@ -563,7 +655,13 @@ class _Pipeline:
         assert self.state is not None
         state = self.state
         progress = (
-            ProgressWriter(self.report_dir, self.redact, self._snapshot, lock=self.guard.write_lock)
+            ProgressWriter(
+                self.report_dir,
+                self.redact,
+                self._snapshot,
+                lock=self.guard.write_lock,
+                disk=self.disk,
+            )
             if "json" in self.formats
             else None
         )
@@ -681,6 +779,7 @@ def run_suites(
     try:
         # still "starting" (a signal is only noted): the settings say where reports go
         pipeline = _Pipeline(options, environment, guard, stream, on_result, secrets)
+        guard.catch_up = pipeline.catch_up
         try:
             guard.enter("loading")
             if guard.interrupted:  # a signal came before the run (argv, imports)
@@ -718,6 +817,7 @@ def run_suites(
         return outcome
     finally:
         guard.emergency = None
+        guard.catch_up = None
         guard.enter("done")  # a signal from here on is only noted: the outcome is ready
         gc.unfreeze()  # what this run froze goes back to the collector (run_suites in a loop)
         if own_guard:
@@ -732,8 +832,10 @@ def _interrupted_early(pipeline: _Pipeline) -> RunOutcome:
     write_error = None
     with pipeline.guard.writing():
         try:
-            check_report_dir(pipeline.run_settings, pipeline.options.report_dir_label)
-            pipeline.write(report, written)
+            check_report_dir(
+                pipeline.run_settings, pipeline.options.report_dir_label, pipeline.report_dir
+            )
+            pipeline.write(report, written, covers=0)
         except (ConfigError, OSError) as exc:
             write_error = str(exc)
     return RunOutcome(
@@ -757,9 +859,10 @@ def _finish(
     with pipeline.guard.writing():
         complete = state.complete and not pipeline.guard.interrupted
         reason = state.stop_reason or pipeline.guard.stop_reason
+        covers = pipeline.disk.journaled  # the journal is closed: the report holds every line
         report = pipeline.build(complete, None if complete else reason, "the run was interrupted")
         try:
-            pipeline.write(report, written)
+            pipeline.write(report, written, covers=covers)
             if pipeline.guard.interrupted and report.run.complete:
                 # the signal came while the reports were written: they hold every test
                 # case, but the run did not end on its own. Every report says so again
@@ -768,9 +871,9 @@ def _finish(
                 report.run.stop_reason = (
                     f"{pipeline.guard.stop_reason} while the reports were written"
                 )
-                pipeline.write(report, written)
+                pipeline.write(report, written, covers=covers)
         except OSError as exc:
-            write_error = f"cannot write reports to {pipeline.report_dir}: {exc}"
+            write_error = f"cannot write reports to {pipeline.shown(pipeline.report_dir)}: {exc}"
         except Exception:  # a bug in a renderer must not look like "tests failed" (exit 1)
             write_error = "internal error while writing the reports:\n" + pipeline.redact(
                 traceback.format_exc()
@@ -793,7 +896,7 @@ def _finish(
             if write_error is not None:
                 pipeline.console.write(f"multiturn-eval: {write_error}")
             else:
-                pipeline.console.finish(report, {k: str(v) for k, v in written.items()})
+                pipeline.console.finish(report, {k: pipeline.shown(v) for k, v in written.items()})
             if spend_notice is not None:
                 pipeline.console.write(f"multiturn-eval: {spend_notice}")
     return RunOutcome(

@@ -1,6 +1,6 @@
 """``--shard I/N``: a stable, balanced split of the selected test cases over N jobs.
 
-The split (algorithm ``rendezvous-bounded-v1``):
+The split (algorithm ``rendezvous-bounded-v2``):
 
 1. every selected test case has a *key*, its suite path (as reports show it)
    and its name (``suite.yaml\\x00refund-flow``; a name used twice in one
@@ -10,9 +10,16 @@ The split (algorithm ``rendezvous-bounded-v1``):
    highest-random-weight, hashing): a case's preferred shard is the one that
    ranks it highest, its second choice the next, ...;
 3. the cases are placed one by one in the order of ``sha256(key)``; each goes
-   to its most preferred shard whose load (sum of weights) stays within
-   ``ceil(1.02 x total / N) + max weight``; when none has room (rare), to the
-   least loaded shard.
+   to its most preferred shard whose load (sum of weights) stays within the
+   mean load plus the heaviest case's weight; when none has room (rare), to
+   the least loaded shard, which then holds at most the mean plus this case's
+   weight;
+4. once as many cases are left to place as shards are still empty, each goes
+   to its most preferred empty shard.
+
+So no shard is heavier than the mean by more than one case's weight, and with
+at least as many cases as shards no shard is empty (3 cases over 2 shards:
+2 and 1, never 3 and 0).
 
 Why: pure rendezvous hashing moves nothing when a case is added but leaves
 shards ±15% apart on a thousand cases; greedy balancing in suite order is
@@ -20,7 +27,7 @@ balanced but moves every case after an insertion. The bounded-load variant
 keeps both: a case only leaves its first choice when that shard is full, so
 adding one case to a 1,000-case suite moves a handful of others (see
 ``bench/README.md``, "Shards", for the figures), and the largest shard stays
-within a few percent of the mean (``tests/test_shards.py``).
+within the bound (``tests/test_shards.py``).
 
 Every shard computes the same assignment from the same inputs (no state, no
 randomness beyond the hash), so N jobs that load the same suites agree on
@@ -34,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,9 +50,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .scheduler import PlannedSuite
 
-ALGORITHM = "rendezvous-bounded-v1"
-#: slack over the mean load a shard may take before a case tries its next choice
-SLACK = 0.02
+ALGORITHM = "rendezvous-bounded-v2"
 
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 MAX_SHARDS = 1024
@@ -110,22 +114,37 @@ def _hash(*parts: str) -> int:
 
 
 def assign(items: Sequence[ShardItem], total: int) -> list[int]:
-    """The shard (0-based) of every item, in the items' order."""
+    """The shard (0-based) of every item, in the items' order.
+
+    Two guarantees (``tests/test_shards.py``): no shard's load exceeds the mean by
+    more than the heaviest item's weight, and with at least as many items as
+    shards, no shard is empty.
+    """
     if total <= 1 or not items:
         return [0] * len(items)
     weights = [max(1, item.weight) for item in items]
-    cap = math.ceil((1 + SLACK) * sum(weights) / total) + max(weights)
+    # a load may reach mean + heaviest weight: load * total <= sum + total * heaviest
+    cap = sum(weights) + total * max(weights)
     loads = [0] * total
+    counts = [0] * total
     out = [0] * len(items)
     order = sorted(range(len(items)), key=lambda i: (_hash(items[i].key), items[i].key))
     shards = [str(s) for s in range(total)]
-    for i in order:
+    empty = total
+    for placed, i in enumerate(order):
         key, weight = items[i].key, weights[i]
         ranked = sorted(range(total), key=lambda s: _hash(key, shards[s]), reverse=True)
-        chosen = next((s for s in ranked if loads[s] + weight <= cap), None)
-        if chosen is None:
-            chosen = min(range(total), key=lambda s: (loads[s], s))
+        if len(order) - placed <= empty:  # as many cases left as empty shards: one each
+            chosen = next(s for s in ranked if counts[s] == 0)
+        else:
+            # the least loaded shard, when none has room, is at most mean + weight after this
+            chosen = next(
+                (s for s in ranked if (loads[s] + weight) * total <= cap),
+                min(range(total), key=lambda s: (loads[s], s)),
+            )
         loads[chosen] += weight
+        empty -= counts[chosen] == 0
+        counts[chosen] += 1
         out[i] = chosen
     return out
 

@@ -22,11 +22,12 @@ import importlib
 import re
 import unicodedata
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import regex as regex_engine
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -40,12 +41,16 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from .scalars import number_text, plain_numbers
+
 # ---------------------------------------------------------------------------- helpers
 
 AT_PATH_ERROR = "multiturn_eval_at_path"
 CALLABLE_PATTERN = r"^[\w.]+:[\w.]+$"
 """``module.path:callable`` (tools, graders, factories); the loader words its error."""
-URL_PATTERN = r"^https?://"
+URL_PATTERN = r"^(https?://|\$\{)"
+"""A URL; or a ``${VAR}`` the run leaves as written (regrade calls no agent), which is
+also how an editor sees the suite file before any substitution."""
 
 #: discriminator tags that pydantic puts into error locations; the loader drops them
 UNION_TAGS = frozenset(
@@ -81,11 +86,11 @@ def _suggest(word: str, known: list[str]) -> str:
 
 
 def _scalar_to_str(value: Any) -> Any:
-    """YAML reads ``ground_truth: 206588`` as an int; the suite means the text."""
+    """YAML reads ``ground_truth: 1.10`` as a number; the suite means the text as written."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        return repr(value) if isinstance(value, float) else str(value)
+        return number_text(value)
     return value
 
 
@@ -94,6 +99,9 @@ ScalarText = Annotated[
     BeforeValidator(_scalar_to_str),
     WithJsonSchema({"type": ["string", "number", "boolean"]}),
 ]
+
+PlainData = Annotated[Any, AfterValidator(plain_numbers)]
+"""Free-form data: numbers in it are plain int / float (see :mod:`.scalars`)."""
 
 
 class _Strict(BaseModel):
@@ -278,7 +286,7 @@ ArgMatcher = Annotated[
     Annotated[FuzzyMatcher, Tag("fuzzy-matcher")]
     | Annotated[RegexMatcher, Tag("regex-matcher")]
     | Annotated[
-        Any,
+        PlainData,
         Tag("literal-matcher"),
         WithJsonSchema(
             {
@@ -371,7 +379,7 @@ _NUMERIC_FLAGS = (
 RESPONSE_CHECKS = ("contains", "not_contains", "regex", "json")
 """Standard metrics that check the reply itself: they run on every turn, ground_truth or not."""
 
-_METRIC_FLAGS: dict[str, tuple[str, ...]] = {
+METRIC_FLAGS: dict[str, tuple[str, ...]] = {
     "equality": _EQUALITY_FLAGS,
     "numeric": _NUMERIC_FLAGS,
     "contains": ("value", "mode", "case_insensitive"),
@@ -379,13 +387,37 @@ _METRIC_FLAGS: dict[str, tuple[str, ...]] = {
     "regex": ("pattern", "fullmatch", "case_insensitive"),
     "json": ("strip_code_fence", "json_schema", "schema_file"),
 }
-_ALL_FLAGS = tuple(dict.fromkeys(f for flags in _METRIC_FLAGS.values() for f in flags))
+_ALL_FLAGS = tuple(dict.fromkeys(f for flags in METRIC_FLAGS.values() for f in flags))
 _FLAG_KEYS = {"json_schema": "schema"}
 """Fields whose suite key differs from the field name."""
 
 
+_NEEDS = {"contains": "value", "not_contains": "value", "regex": "pattern"}
+"""The key each metric cannot do without (the model's validator says so at load)."""
+
+
+def _standard_schema(schema: dict[str, Any]) -> None:
+    """The editor schema's share of ``_flags_fit_metric``: per metric, the flags of the
+    other metrics are not allowed and the key it needs is required."""
+    rules = []
+    for metric, allowed in METRIC_FLAGS.items():
+        then: dict[str, Any] = {
+            "properties": {
+                _FLAG_KEYS.get(flag, flag): False for flag in _ALL_FLAGS if flag not in allowed
+            }
+        }
+        needed = _NEEDS.get(metric)
+        if needed is not None:
+            then["required"] = [needed]
+            then["properties"][needed] = {"not": {"type": "null"}}
+        rules.append({"if": {"properties": {"metric": {"const": metric}}}, "then": then})
+    schema["allOf"] = rules
+
+
 class StandardEvaluation(_Strict):
     """A built-in evaluator: equality/numeric against ``ground_truth``, or a check of the reply."""
+
+    model_config = ConfigDict(json_schema_extra=_standard_schema)
 
     type: Literal["standard"]
     metric: Literal["equality", "numeric", "contains", "not_contains", "regex", "json"]
@@ -417,7 +449,7 @@ class StandardEvaluation(_Strict):
         default=False,
         description="json: parse the inside of one ```fenced``` block if there is one.",
     )
-    json_schema: dict[str, Any] | bool | None = Field(
+    json_schema: dict[str, PlainData] | bool | None = Field(
         default=None, alias="schema", description="json: a JSON Schema the parsed reply must meet."
     )
     schema_file: str | None = Field(
@@ -428,7 +460,7 @@ class StandardEvaluation(_Strict):
 
     @model_validator(mode="after")
     def _flags_fit_metric(self) -> StandardEvaluation:
-        allowed = _METRIC_FLAGS[self.metric]
+        allowed = METRIC_FLAGS[self.metric]
         for flag in _ALL_FLAGS:
             if flag in self.model_fields_set and flag not in allowed:
                 raise at_path(
@@ -670,13 +702,43 @@ TURN_KEYS = (
 )
 
 
+def likely_misspellings(known: Sequence[str]) -> list[str]:
+    """One-slip variants of ``known`` keys that :func:`_suggest` takes for those keys.
+
+    A letter dropped, doubled or swapped with the next, ``_`` written as ``-``, a
+    space or nothing, a plural ``s`` added or dropped, a capital first letter: the
+    editor schema rejects these turn keys, as the loader does (it rejects any key
+    close to a known one; a schema can only list them).
+    """
+    found: set[str] = set()
+    for key in known:
+        variants = {key.capitalize(), key + "s", key.removesuffix("s")}
+        for i in range(len(key)):
+            variants.add(key[:i] + key[i + 1 :])
+            variants.add(key[:i] + key[i] + key[i:])
+            if i + 1 < len(key):
+                variants.add(key[:i] + key[i + 1] + key[i] + key[i + 2 :])
+        for joint in ("-", " ", ""):
+            variants.add(key.replace("_", joint))
+        found |= {v for v in variants if v and v not in known and _suggest(v, list(known))}
+    return sorted(found)
+
+
+def _turn_schema(schema: dict[str, Any]) -> None:
+    """The editor schema's share of ``_reject_misspellings``."""
+    schema["propertyNames"] = {
+        "description": "a key close to a known turn key is taken for a misspelling",
+        "not": {"enum": likely_misspellings(TURN_KEYS)},
+    }
+
+
 class Turn(BaseModel):
     """One user message and what to check about the reply.
 
     Keys other than the known ones are kept in ``turn_config`` for graders.
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra=_turn_schema)
 
     input: ScalarText
     ground_truth: ScalarText | None = None
@@ -709,6 +771,8 @@ class Turn(BaseModel):
                     hint = _suggest(key, list(TURN_KEYS))
                     if hint:
                         raise at_path((key,), f"unknown turn key{hint}")
+            if any(key not in TURN_KEYS for key in data):  # turn_config: free-form data
+                data = {k: v if k in TURN_KEYS else plain_numbers(v) for k, v in data.items()}
         return data
 
     @field_validator("evaluations")
@@ -759,7 +823,7 @@ class TestCase(_Strict):
     instructions: str | None = Field(
         default=None, description="Appended to agent.instructions for this session only."
     )
-    context: dict[str, Any] = Field(
+    context: dict[str, PlainData] = Field(
         default_factory=dict,
         description="Free-form data for this case's agent factory, tools (CaseContext) and graders.",
     )
@@ -881,7 +945,7 @@ class PythonAgent(_AgentCommon):
 
     backend: Literal["python"]
     factory: str = Field(pattern=CALLABLE_PATTERN, description="module.path:callable")
-    options: dict[str, Any] = Field(
+    options: dict[str, PlainData] = Field(
         default_factory=dict, description="Free-form settings for your factory (CaseContext.agent)."
     )
 
@@ -894,7 +958,7 @@ class HttpAgent(_AgentCommon):
     headers: dict[str, str] = Field(default_factory=dict)
     timeout: float | None = Field(default=None, gt=0, description="Seconds; default: turn_timeout.")
     retry: RetryConfig = Field(default_factory=RetryConfig)
-    options: dict[str, Any] = Field(
+    options: dict[str, PlainData] = Field(
         default_factory=dict, description="Sent as 'options' per request."
     )
 
@@ -971,7 +1035,7 @@ class OpenAIAgent(_AgentCommon):
         min_length=1,
         description="auto, required, none, or a tool's name; applies to a turn's first request.",
     )
-    extra_body: dict[str, Any] = Field(
+    extra_body: dict[str, PlainData] = Field(
         default_factory=dict,
         description="Merged into every request body (server-specific options).",
     )

@@ -17,6 +17,13 @@ Three things live here:
   ``CancelledError`` is the run's own only when the running task is being
   cancelled (``asyncio.current_task().cancelling()``: SIGINT/SIGTERM or our own
   timeout); then it propagates, otherwise it is the user's code's failure.
+- :func:`note_traceback`: where the user's code raised, kept for the reports.
+  The runner's own frames (and the standard library's above the first frame
+  of the user's) are left out, so the traceback starts in the user's code;
+  each is cut to :data:`TRACEBACK_LIMIT` characters and a turn keeps at most
+  :data:`MAX_TRACEBACKS`. The case runner collects them per turn and per test
+  case (:func:`collect_tracebacks`); the reports redact them like every other
+  text (the run's :class:`~multiturn_eval.secrets.Redactor`).
 - :class:`DaemonThreads`: where sync user code runs. Python cannot kill a
   thread, so a sync ``send()``/factory/``close()``/grader that ignores its
   timeout keeps its thread. The pool never waits for it: every call takes an
@@ -35,10 +42,13 @@ import asyncio
 import contextlib
 import contextvars
 import queue
+import sysconfig
 import threading
+import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from .errors import BackendError, UserCodeAbort
@@ -145,6 +155,120 @@ async def _in_own_task(awaitable: Awaitable[T], who: str, label: str) -> T:
             inner.exception()  # retrieved: the caller reports the timeout
         raise
     return inner.result()
+
+
+# ------------------------------------------------------------------------- tracebacks
+
+#: characters of one traceback kept (the innermost frames and the exception last)
+TRACEBACK_LIMIT = 8_000
+#: tracebacks kept per turn, or per test case outside its turns
+MAX_TRACEBACKS = 5
+_HEAD = 1_500
+"""Of a traceback cut to the limit: the characters kept from its start (the rest from its end)."""
+
+_PACKAGE = str(Path(__file__).resolve().parent)
+
+
+def _library_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple({str(Path(paths[k]).resolve()) for k in ("stdlib", "platstdlib") if k in paths})
+
+
+_STDLIB = _library_dirs()
+_SITE = tuple(
+    {str(Path(p).resolve()) for k in ("purelib", "platlib") if (p := sysconfig.get_paths().get(k))}
+)
+
+
+def _inside(filename: str, roots: tuple[str, ...]) -> bool:
+    return any(filename == r or filename.startswith(r + "/") for r in roots)
+
+
+def _ours(frame: traceback.FrameSummary) -> bool:
+    return _inside(frame.filename, (_PACKAGE,))
+
+
+def _stdlib(frame: traceback.FrameSummary) -> bool:
+    name = frame.filename
+    if name.startswith("<frozen "):
+        return True
+    return _inside(name, _STDLIB) and not _inside(name, _SITE)
+
+
+def _trim(stack: traceback.StackSummary) -> traceback.StackSummary:
+    """The user's frames: from the first frame that is neither ours nor the standard
+    library's (asyncio, threading, concurrent.futures) on, without ours."""
+    frames = list(stack)
+    start = next((i for i, f in enumerate(frames) if not _ours(f) and not _stdlib(f)), None)
+    if start is None:
+        return traceback.StackSummary.from_list([])
+    return traceback.StackSummary.from_list([f for f in frames[start:] if not _ours(f)])
+
+
+def user_traceback(exc: BaseException) -> str | None:
+    """``exc``'s traceback as Python prints it, the user's frames only, at most
+    :data:`TRACEBACK_LIMIT` characters; None when no frame of it is the user's (the
+    runner's own error, or a call that failed before the user's code ran)."""
+    if isinstance(exc, UserCodeAbort) and exc.__context__ is not None:
+        exc = exc.__context__  # sys.exit() & co: where the user's code called it
+    try:
+        summary = traceback.TracebackException.from_exception(exc, limit=None)
+        seen: set[int] = set()
+        pending = [summary]
+        while pending:  # the chain (cause, context) and groups, each trimmed once
+            current = pending.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            current.stack = _trim(current.stack)
+            pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+            pending.extend(getattr(current, "exceptions", None) or ())
+        if not summary.stack:
+            return None
+        text = "".join(summary.format()).rstrip("\n")
+    except Exception:  # a traceback is a help, never a reason to fail a turn differently
+        return None
+    if len(text) > TRACEBACK_LIMIT:
+        cut = len(text) - TRACEBACK_LIMIT
+        tail = TRACEBACK_LIMIT - _HEAD
+        text = f"{text[:_HEAD]}\n… [{cut:,} characters cut] …\n{text[-tail:]}"
+    return text
+
+
+class Tracebacks(list[tuple[str, str]]):
+    """(where, traceback) of user code that raised, in order; at most MAX_TRACEBACKS."""
+
+    dropped: int = 0
+    """How many more were not kept."""
+
+
+_TRACEBACKS: contextvars.ContextVar[Tracebacks | None] = contextvars.ContextVar(
+    "multiturn_eval_tracebacks", default=None
+)
+
+
+@contextmanager
+def collect_tracebacks() -> Iterator[Tracebacks]:
+    """Collect the tracebacks user code leaves in this task (and the tasks it starts)."""
+    found = Tracebacks()
+    token = _TRACEBACKS.set(found)
+    try:
+        yield found
+    finally:
+        _TRACEBACKS.reset(token)
+
+
+def note_traceback(where: str, exc: BaseException) -> None:
+    """Keep where user code raised ``exc`` (``where``: "send()", "tool 'subtract'", ...)."""
+    found = _TRACEBACKS.get()
+    if found is None:
+        return
+    if len(found) >= MAX_TRACEBACKS:
+        found.dropped += 1
+        return
+    text = user_traceback(exc)
+    if text is not None:
+        found.append((where, text))
 
 
 # ---------------------------------------------------------------------- abandoned work

@@ -30,7 +30,9 @@ file is held to what a suite can contain. Each rule below is a located
   later ones (YAML's merge-key rules). Anywhere else ``<<`` and ``=`` are text.
 - **numbers** are at most :data:`MAX_NUMBER_CHARS` (100) characters long
   (a longer unquoted number is almost certainly an ID: quote it to keep it as
-  text); this also keeps Python's int/str conversion limits out of the way.
+  text); this also keeps Python's int/str conversion limits out of the way. A
+  number keeps the text it was written with (``1.10``, ``007``) for the fields
+  that take text (:mod:`multiturn_eval.scalars`).
 - **keys** are scalars (text, numbers, booleans, null), never lists or
   mappings, and never NaN (which is not equal to itself).
 - **size**: at most :data:`MAX_NODES` (1,000,000) values written in the file,
@@ -68,6 +70,7 @@ from yaml.events import (
 )
 
 from .errors import YamlSyntaxError
+from .scalars import written_number
 
 Path_ = tuple[Any, ...]
 """A field path: mapping keys (usually str) and list indexes."""
@@ -288,9 +291,11 @@ class _Builder:
             )
         node = yaml.ScalarNode(tag, text, event.start_mark, event.end_mark, event.style)
         try:
-            return getattr(self.loader, _SCALAR_CONSTRUCTORS[tag])(node)
+            value = getattr(self.loader, _SCALAR_CONSTRUCTORS[tag])(node)
         except Exception:  # ValueError, KeyError, ...: the text does not fit the tag
             raise YamlSyntaxError(f"{text!r} is not a valid {_show_tag(tag)} value", line) from None
+        # 1.10 stays "1.10" where the suite takes text (ground_truth, input): see scalars.py
+        return written_number(value, text) if tag in _NUMBER_TAGS else value
 
     def _anchor(self, anchor: str | None, value: Any, size: int) -> None:
         if anchor is not None:

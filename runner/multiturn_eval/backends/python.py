@@ -22,6 +22,7 @@ Whatever the agent raises, returns or calls (``sys.exit()``,
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BackendError
 from ..sanitize import checked_reply, safe_repr
 from ..types import CaseContext, TurnFile, TurnReply
-from ..usercode import THREADS, error_text
+from ..usercode import THREADS, error_text, note_traceback
 
 if TYPE_CHECKING:
     from ..loader import LoadedSuite
@@ -146,13 +147,20 @@ class PythonBackend:
         self.settings = settings
 
     async def _call(self, fn: Callable[..., Any], *args: Any, what: str) -> Any:
-        """Await an async callable; run a sync one on a daemon thread. Awaitables returned are awaited."""
-        if inspect.iscoroutinefunction(fn):
-            return await fn(*args)
-        value = await THREADS.run(fn, *args, what=what)
-        if inspect.isawaitable(value):
-            value = await value
-        return value
+        """Await an async callable; run a sync one on a daemon thread. Awaitables returned are
+        awaited. What the user's code raises keeps its traceback for the reports."""
+        try:
+            if inspect.iscoroutinefunction(fn):
+                return await fn(*args)
+            value = await THREADS.run(fn, *args, what=what)
+            if inspect.isawaitable(value):
+                value = await value
+            return value
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # sys.exit() too: guarded() words it, the frames are kept here
+            note_traceback(what if what == "the factory" else f"the agent's {what}", exc)
+            raise
 
     async def open_session(self, case: CaseContext) -> _PythonSession:
         obj = await self._call(self._factory, case, what="the factory")

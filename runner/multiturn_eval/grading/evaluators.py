@@ -26,7 +26,7 @@ from ..results import MetricResult
 from ..sanitize import clean_text, json_safe, safe_repr
 from ..suite import CodeEvaluation, StandardEvaluation
 from ..types import ConversationContext, GraderContext, GraderResult
-from ..usercode import THREADS, error_text, guarded
+from ..usercode import THREADS, error_text, guarded, note_traceback
 
 # ---------------------------------------------------------------------------- numbers
 
@@ -292,12 +292,15 @@ async def run_code_grader(
             return _grader_failure(
                 name, spec, f"grader did not finish within {grader_timeout:g} s (grader_timeout)"
             )
+        note_traceback(what, exc)
         return _grader_failure(name, spec, error_text(exc))
     except Exception as exc:
+        note_traceback(what, exc)
         return _grader_failure(name, spec, error_text(exc))
     try:
         return _grader_result(spec, outcome)
     except Exception as exc:  # the outcome's own methods raised (a __bool__, __float__ ...)
+        note_traceback(what, exc)
         return _grader_failure(name, spec, f"grader returned an unusable value: {error_text(exc)}")
 
 

@@ -11,8 +11,9 @@ Verbosity:
 - default: a line per test case, then every failing test case's failing
   turns in detail (input, expected, got, tool calls, each failed check);
 - ``-v``: also where each setting came from, every turn of every test case
-  as it finishes (failing turns in detail right away), and a recap of the
-  failing test cases at the end.
+  as it finishes (failing turns in detail right away, with the traceback of
+  every error your code raised: without ``-v`` a line says where it is), and a
+  recap of the failing test cases at the end.
 
 A repeated test case (``--repeat K``) is one line too: ``3/5 runs`` after its
 turn counts (those are of the run shown: the first failing run of a failing
@@ -33,11 +34,13 @@ import sys
 import time
 from typing import TextIO
 
-from ..results import CaseResult, Report, TurnResult
+from ..results import CaseResult, Report, TurnResult, UserTraceback
 from . import _view as v
 from .redact import Redactor, strip_control
 
 _BAR_WIDTH = 24
+#: characters of a traceback line shown (a line of source or a message; the reports keep it all)
+_TRACEBACK_WIDTH = 300
 _STATUS = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}
 _COLOUR = {"passed": "32", "failed": "31", "error": "33", "skipped": "2"}
 
@@ -186,6 +189,21 @@ class Console:
             lines.append(f"      ✗ {self.clip(v.check_text(check), 300)}")
         for warning in turn.warnings:
             lines.append(f"      ! {self.clip(warning, 300)}")
+        lines += self._traceback_lines(turn.tracebacks, "      ")
+        return lines
+
+    def _traceback_lines(self, tracebacks: list[UserTraceback] | None, indent: str) -> list[str]:
+        """With ``-v`` each traceback in full (redacted, cleaned, a line each); else a pointer."""
+        if not tracebacks:
+            return []
+        if self.verbosity <= 0:
+            where = ", ".join(self.clip(t.where, 60) for t in tracebacks)
+            return [f"{indent}traceback of {where}: in the JSON and HTML reports; -v prints it"]
+        lines = []
+        for shown in tracebacks:
+            lines.append(f"{indent}traceback of {self.clip(shown.where, 60)}:")
+            text = strip_control(self.redact(shown.traceback))
+            lines += [f"{indent}  {line[:_TRACEBACK_WIDTH]}" for line in text.splitlines()]
         return lines
 
     def _write_failures(self, result: CaseResult) -> None:
@@ -205,6 +223,9 @@ class Console:
         for error in result.errors:
             if error not in turn_errors:
                 self.write(f"    ✗ {self.clip(error, 300)}")
+        if result.turns is not None:  # a legacy case's tracebacks are its turn's, shown below
+            for line in self._traceback_lines(result.tracebacks, "    "):
+                self.write(line)
         for text in v.conversation_lines(result):
             self.write(f"    ✗ {self.clip(text, 300)}")
         for turn in turns:

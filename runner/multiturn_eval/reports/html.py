@@ -15,6 +15,9 @@
   row is first opened, with ``textContent`` only. For readers without
   JavaScript, test cases (failing ones first, up to :data:`STATIC_TURNS` turns
   in all) carry the same details as static HTML inside ``<noscript>``.
+- **Tracebacks**: where your code (agent, factory, tool, grader) raised, each
+  in a folded ``<details>`` under its turn (or its test case, for the factory
+  and conversation graders), your frames only.
 - **Filter and search**: "only failures" and a search by suite or test-case
   name (hidden without JavaScript, where the rows are all shown).
 
@@ -48,7 +51,7 @@ from markupsafe import Markup
 from pydantic import TypeAdapter
 from pydantic_core import PydanticSerializationError
 
-from ..results import CaseResult, Report, TurnResult
+from ..results import CaseResult, Report, TurnResult, UserTraceback
 from . import _view as v
 
 STATIC_TURNS = 400
@@ -154,6 +157,11 @@ def _pretty(value: Any) -> str:
         return repr(value)
 
 
+def _tracebacks(tracebacks: list[UserTraceback] | None) -> list[dict[str, str]]:
+    """Each traceback of your code: where it raised, and the text (drawn folded)."""
+    return [{"where": v.clean(t.where), "text": v.clean(t.traceback)} for t in tracebacks or []]
+
+
 def _static_turn(turn: TurnResult, total: int) -> dict[str, Any]:
     status = v.turn_status(turn)
     fields: list[dict[str, Any]] = [{"label": "Input", "text": v.clean(turn.input), "empty": False}]
@@ -188,6 +196,7 @@ def _static_turn(turn: TurnResult, total: int) -> dict[str, Any]:
         "fields": fields,
         "calls": calls,
         "checks": _checks(turn),
+        "tracebacks": _tracebacks(turn.tracebacks),
     }
 
 
@@ -237,6 +246,8 @@ def _case_view(case: CaseResult, index: int, static: bool) -> dict[str, Any]:
         "reason": reason,
         "where": v.clean(" · ".join(where)),
         "notes": notes,
+        # a legacy case's are its one turn's (drawn with the turn)
+        "tracebacks": _tracebacks(case.tracebacks) if case.turns is not None else [],
         "has_turns": bool(turns) and not case.skipped,
         "static_turns": [_static_turn(t, len(turns)) for t in turns] if static else [],
         "repeat": None,

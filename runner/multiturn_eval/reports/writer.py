@@ -9,6 +9,11 @@ case to ``results.jsonl`` and rewrites ``report.json`` (with ``run.complete:
 false``) now and then, so even a run killed without warning leaves a valid
 report of nearly everything that finished; :func:`multiturn_eval.run.run_suites`
 writes the final set at the end, on Ctrl-C or SIGTERM.
+
+:class:`OnDisk` keeps count of how far each file has got, so that the exit on
+a second signal can keep the one invariant a user relies on: ``report.json``
+exists and holds every test case ``results.jsonl`` holds (it is brought up to
+date, atomically, before the process exits; see :mod:`multiturn_eval.interrupts`).
 """
 
 from __future__ import annotations
@@ -158,6 +163,31 @@ def write_reports(
     return {fmt: written[fmt] for fmt in formats if fmt in written}
 
 
+class OnDisk:
+    """How far ``results.jsonl`` and ``report.json`` have got in this run (test cases).
+
+    ``journaled`` counts the lines flushed to ``results.jsonl``; ``reported`` how
+    many of them the ``report.json`` on disk holds (None: this run wrote none yet).
+    Whoever writes ``report.json`` reads ``journaled`` *before* building it from the
+    run's state (a result is in the state before its line is written) and calls
+    :meth:`covered` once the file is in place.
+    """
+
+    def __init__(self) -> None:
+        self.journaled = 0
+        self.reported: int | None = None
+        self.journal_lock = threading.Lock()
+        """Held while a line is appended to ``results.jsonl`` (and by the exit, to stop them)."""
+
+    def covered(self, lines: int) -> None:
+        self.reported = lines if self.reported is None else max(self.reported, lines)
+
+    @property
+    def behind(self) -> bool:
+        """``report.json`` is missing, or holds fewer test cases than ``results.jsonl``."""
+        return self.reported is None or self.reported < self.journaled
+
+
 class ProgressWriter:
     """Writes each test case out as it finishes, and keeps ``report.json`` current.
 
@@ -185,7 +215,9 @@ class ProgressWriter:
         interval: float = 2.0,
         cost_factor: float = 20.0,
         lock: threading.Lock | None = None,
+        disk: OnDisk | None = None,
     ) -> None:
+        self.disk = disk or OnDisk()
         self.path = report_dir / RENDERERS["json"][0]
         self.redact = redact
         self.snapshot = snapshot
@@ -213,12 +245,17 @@ class ProgressWriter:
         if self._journal is None:
             return
         try:
-            self._journal.write(self.redact(dump_json(result)) + "\n")
-            self._journal.flush()
+            line = self.redact(dump_json(result)) + "\n"
+            with self.disk.journal_lock:
+                self._journal.write(line)
+                self._journal.flush()
+                self.disk.journaled += 1
             now = time.monotonic()
             if now >= self._next and self.lock.acquire(blocking=False):
                 try:
+                    mark = self.disk.journaled
                     write_atomic(self.path, self.redact(renderer("json")(self.snapshot())))
+                    self.disk.covered(mark)
                 finally:
                     self.lock.release()
                 done = time.monotonic()

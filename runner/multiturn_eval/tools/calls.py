@@ -26,7 +26,7 @@ from ..errors import (
     UserCodeAbort,
 )
 from ..types import CaseContext, ToolInvocation
-from ..usercode import abort_text
+from ..usercode import abort_text, note_traceback
 from .definition import Tool, quote_value
 
 if TYPE_CHECKING:
@@ -75,22 +75,28 @@ async def call_tool(
     """Validate, run and record one call; never raises (except cancellation)."""
     started = time.perf_counter()
     args: dict[str, Any] = {}
+    running = False  # past validation: what is raised from here on is the tool's own
     try:
         args = _parse_arguments(arguments)
         kwargs = tool.validate(args)
         if tool.context_parameter is not None:
             kwargs[tool.context_parameter] = case
+        running = True
         result = await _run(tool, kwargs, executor)
     except asyncio.CancelledError as exc:
         task = asyncio.current_task()
         if task is None or task.cancelling():  # the run (or the turn's deadline) stops it
             raise
+        note_traceback(f"tool {tool.name!r}", exc)
         return _failed(tool.name, args, UserCodeAbort(abort_text(exc, "tool")), started)
     except Exception as exc:
+        if running:
+            note_traceback(f"tool {tool.name!r}", exc)
         return _failed(tool.name, args, exc, started)
     except BaseException as exc:  # sys.exit(), KeyboardInterrupt in a tool: that call failed
         # (Semantic Kernel runs tool calls in tasks of their own, from which asyncio would
         # re-raise such an exception out of the whole run.)
+        note_traceback(f"tool {tool.name!r}", exc)
         return _failed(tool.name, args, UserCodeAbort(abort_text(exc, "tool")), started)
     duration = (time.perf_counter() - started) * 1000
     return ToolOutcome(

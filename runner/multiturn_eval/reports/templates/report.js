@@ -109,6 +109,12 @@
       list.forEach(function (c) { ul.appendChild(el("li", c[0], c[1])); });
       section.appendChild(ul);
     }
+    (t.tracebacks || []).forEach(function (tb) {
+      var folded = el("details", "traceback");
+      folded.appendChild(el("summary", null, "Traceback of " + tb.where));
+      folded.appendChild(el("pre", "text", tb.traceback));
+      section.appendChild(folded);
+    });
     return section;
   }
   function render(details) {
