@@ -1,0 +1,144 @@
+"""The documentation's workflows are marked, found wherever they live, and all run in act.
+
+The extractor (``tests/docs_workflows.py``) is what the act harness and zizmor
+read, so these tests pin down that it finds every workflow a user could copy,
+keeps its text unchanged, and keeps working when a block moves from the README
+into the ``docs/`` site.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests import docs_workflows
+from tests.docs_workflows import MarkerError, marked_workflows, unmarked_workflows
+
+ROOT = docs_workflows.ROOT
+
+QUICK = """\
+name: evals
+on:
+  pull_request:
+jobs:
+  evals:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo hi
+"""
+
+
+def _write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def test_every_workflow_in_the_readme_and_docs_carries_a_marker() -> None:
+    unmarked = unmarked_workflows()
+    assert not unmarked, "workflows without a <!-- workflow: NAME --> marker: " + ", ".join(
+        b.where for b in unmarked
+    )
+    names = set(marked_workflows())
+    assert {"quick-pr", "baseline", "fork-pr", "fork-comment", "sharded"} <= names
+
+
+def test_marked_workflows_pass_githubs_workflow_schema(tmp_path: Path) -> None:
+    tool = Path(sys.executable).parent / "check-jsonschema"
+    found = str(tool) if tool.exists() else shutil.which("check-jsonschema")
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("check-jsonschema is not installed (CI must have it)")
+        pytest.skip("check-jsonschema is not installed")
+    paths = docs_workflows.extract(tmp_path)
+    done = subprocess.run(
+        [found, "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_extracted_text_is_the_block_exactly(tmp_path: Path) -> None:
+    written = docs_workflows.extract(tmp_path)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert written
+    for path in written:
+        text = path.read_text(encoding="utf-8")
+        assert f"```yaml\n{text}```" in readme or any(
+            text in p.read_text(encoding="utf-8") for p in docs_workflows.doc_files()
+        ), path.name
+
+
+def test_a_block_moved_into_the_docs_site_is_still_found(tmp_path: Path) -> None:
+    _write(tmp_path, "README.md", "# project\n\nSee the docs.\n")
+    indented = textwrap.indent(f"<!-- workflow: quick-pr -->\n```yaml\n{QUICK}```\n", "    ")
+    _write(
+        tmp_path,
+        "docs/guide/action.md",
+        f"# The action\n\n!!! example\n\n{indented}\nText after.\n",
+    )
+    _write(tmp_path, "docs/index.md", f"<!-- workflow: other -->\n~~~yml\n{QUICK}~~~\n")
+    found = marked_workflows(tmp_path)
+    assert set(found) == {"quick-pr", "other"}
+    assert found["quick-pr"].text == QUICK  # the admonition's indentation is gone
+    assert found["quick-pr"].where.endswith("docs/guide/action.md:7")  # its first line
+    assert found["quick-pr"].data()["jobs"]["evals"]["runs-on"] == "ubuntu-latest"
+
+
+def test_a_workflow_without_a_marker_is_found(tmp_path: Path) -> None:
+    _write(tmp_path, "README.md", f"# x\n\n```yaml\n{QUICK}```\n\n```yaml\nsuite: a.yaml\n```\n")
+    unmarked = unmarked_workflows(tmp_path)
+    assert [b.where.rsplit(":", 1)[1] for b in unmarked] == ["4"]  # the suite is no workflow
+    _write(tmp_path, "README.md", f"# x\n\n```yaml\n'on': push\n{QUICK.split(chr(10), 3)[3]}```\n")
+    assert len(unmarked_workflows(tmp_path)) == 1  # `on` quoted or not
+
+
+@pytest.mark.parametrize(
+    ("readme", "problem"),
+    [
+        ("<!-- workflow: a -->\n```yaml\nsuite: x.yaml\n```\n", "no workflow"),
+        (
+            f"<!-- workflow: a -->\n```yaml\n{QUICK}```\n<!-- workflow: a -->\n```yaml\n{QUICK}```\n",
+            "already marked",
+        ),
+        (f"<!-- workflow: a -->\n\n```yaml\n{QUICK}```\n", "not followed by"),
+        (f"<!-- workflow: Bad Name -->\n```yaml\n{QUICK}```\n", "malformed marker"),
+    ],
+)
+def test_marker_mistakes_are_errors_naming_the_place(
+    tmp_path: Path, readme: str, problem: str
+) -> None:
+    _write(tmp_path, "README.md", readme)
+    with pytest.raises(MarkerError, match=problem) as caught:
+        marked_workflows(tmp_path)
+    assert "README.md:" in str(caught.value)
+
+
+def test_the_command_line_extracts_and_refuses_unmarked_workflows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert docs_workflows.main(["extract", str(tmp_path / "out")]) == 0
+    assert sorted(p.stem for p in (tmp_path / "out").iterdir()) == sorted(marked_workflows())
+    assert docs_workflows.main(["list"]) == 0
+    assert "quick-pr\tREADME.md:" in capsys.readouterr().out
+
+    project = tmp_path / "project"
+    _write(project, "README.md", f"```yaml\n{QUICK}```\n")
+    assert docs_workflows.main(["--root", str(project), "extract", str(tmp_path / "x")]) == 1
+    assert (
+        "README.md:2: a workflow without a <!-- workflow: NAME --> marker"
+        in capsys.readouterr().out
+    )
+    assert not (tmp_path / "x").exists()
+    _write(project, "README.md", "<!-- workflow: a -->\n```yaml\nsuite: x\n```\n")
+    assert docs_workflows.main(["--root", str(project), "list"]) == 1
+    assert "no workflow" in capsys.readouterr().err
