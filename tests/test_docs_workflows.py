@@ -9,11 +9,13 @@ into the ``docs/`` site.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -142,3 +144,69 @@ def test_the_command_line_extracts_and_refuses_unmarked_workflows(
     _write(project, "README.md", "<!-- workflow: a -->\n```yaml\nsuite: x\n```\n")
     assert docs_workflows.main(["--root", str(project), "list"]) == 1
     assert "no workflow" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- what zizmor cannot see
+
+USES = re.compile(r"^\s*-?\s*uses:\s*(?P<ref>\S+)(?:\s+#\s*(?P<comment>.*))?$", re.M)
+OURS = "multiturn-eval/multiturn-eval"
+
+
+def _steps(workflow: docs_workflows.Workflow) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (job_name, step)
+        for job_name, job in workflow.data()["jobs"].items()
+        for step in job.get("steps", [])
+    ]
+
+
+def test_third_party_actions_are_pinned_to_one_commit_with_its_version_everywhere() -> None:
+    pins: dict[str, set[str]] = {}
+    for block in docs_workflows.all_blocks():
+        if not block.is_yaml:
+            continue
+        for match in USES.finditer(block.text):
+            action, _, ref = match.group("ref").partition("@")
+            if action.startswith("./") or action == OURS:
+                continue
+            assert re.fullmatch(r"[0-9a-f]{40}", ref), (
+                f"{block.where}: {action}@{ref} is not a commit"
+            )
+            version = (match.group("comment") or "").split()[:1]
+            assert version and re.fullmatch(r"v\d+(\.\d+)*", version[0]), (
+                f"{block.where}: {action}@{ref} needs its release in a comment (# v1.2.3)"
+            )
+            pins.setdefault(action, set()).add(f"{ref} {version[0]}")
+    assert {"actions/checkout", "actions/upload-artifact", "actions/download-artifact"} <= set(pins)
+    assert {a: p for a, p in pins.items() if len(p) > 1} == {}, "one pin per action"
+
+
+def test_checkouts_keep_no_credentials_and_scripts_expand_no_expressions() -> None:
+    for workflow in marked_workflows().values():
+        for job, step in _steps(workflow):
+            where = f"{workflow.where} job {job}"
+            if str(step.get("uses", "")).startswith("actions/checkout@"):
+                assert step.get("with", {}).get("persist-credentials") is False, where
+            assert "${{" not in step.get("run", ""), f"{where}: an expression inside run:"
+
+
+def _comments(step: dict[str, Any]) -> bool:
+    uses = str(step.get("uses", ""))
+    inputs = step.get("with", {})
+    if uses.startswith(OURS + "@"):
+        return inputs.get("comment", "auto") != "never" and "shard-index" not in inputs
+    return uses.startswith("actions/github-script@") and "createComment" in inputs.get("script", "")
+
+
+def test_only_the_jobs_that_comment_may_write_to_pull_requests() -> None:
+    for workflow in marked_workflows().values():
+        data = workflow.data()
+        assert data.get("permissions") == {}, f"{workflow.where}: permissions: {{}} at the top"
+        for name, job in data["jobs"].items():
+            granted = job.get("permissions")
+            assert isinstance(granted, dict), f"{workflow.where}: job {name} names its permissions"
+            comments = any(_comments(step) for step in job.get("steps", []))
+            writes = granted.get("pull-requests") == "write"
+            assert writes == comments, f"{workflow.where}: job {name} comments={comments}"
+            assert set(granted.values()) <= {"read", "write"}
+            assert [k for k, v in granted.items() if v == "write"] in ([], ["pull-requests"])
