@@ -120,7 +120,8 @@ engine_start_dockerd() {
 engine_down() {
   if [ -n "$BG_PID" ]; then kill "$BG_PID" 2>/dev/null; wait "$BG_PID" 2>/dev/null; BG_PID=; fi
   if [ -n "$DOCKERD_PID" ]; then
-    "${DOCKER[@]}" image prune -f >/dev/null 2>&1
+    # dangling images of the last day stay: the build stages act's (classic) builder reuses
+    "${DOCKER[@]}" image prune -f --filter until=24h >/dev/null 2>&1
     kill "$DOCKERD_PID" 2>/dev/null
     for _ in $(seq 1 60); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.5; done
     kill -9 "$DOCKERD_PID" 2>/dev/null
