@@ -52,6 +52,18 @@ def test_every_workflow_in_the_readme_and_docs_carries_a_marker() -> None:
     assert {"quick-pr", "baseline", "fork-pr", "fork-comment", "sharded"} <= names
 
 
+def test_every_marked_workflow_is_run_by_the_act_harness() -> None:
+    from tests import act_e2e
+
+    names = set(marked_workflows())
+    covered = set(act_e2e.SCENARIOS) | set(act_e2e.NOT_RUN)
+    assert not names - covered, f"marked workflows act neither runs nor lists: {names - covered}"
+    assert not covered - names, f"the act harness names workflows the docs lack: {covered - names}"
+    assert not set(act_e2e.SCENARIOS) & set(act_e2e.NOT_RUN)
+    for name, reason in act_e2e.NOT_RUN.items():
+        assert len(reason) > 20, f"{name}: say why act cannot run it"
+
+
 def test_marked_workflows_pass_githubs_workflow_schema(tmp_path: Path) -> None:
     tool = Path(sys.executable).parent / "check-jsonschema"
     found = str(tool) if tool.exists() else shutil.which("check-jsonschema")
