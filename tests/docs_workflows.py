@@ -147,7 +147,7 @@ def stray_markers(path: Path) -> list[str]:
     lines = path.read_text(encoding="utf-8").splitlines()
     problems = []
     for n, line in enumerate(lines):
-        if "<!-- workflow" in line or "<!--workflow" in line:
+        if re.match(r"\s*<!--\s*workflow\b", line):  # a comment line, not prose quoting one
             if not MARKER.match(line):
                 problems.append(f"{path}:{n + 1}: malformed marker {line.strip()!r}")
             elif n + 1 >= len(lines) or not FENCE.match(lines[n + 1]):

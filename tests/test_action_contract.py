@@ -190,6 +190,7 @@ def test_bash_keeps_hyphenated_input_variables_where_sh_may_not() -> None:
 
 def test_shell_scripts_pass_shellcheck() -> None:
     scripts = [ROOT / "entrypoint.sh", ROOT / "scripts" / "container-e2e", ROOT / ".ci" / "run"]
+    scripts += [ROOT / "scripts" / "act-e2e", ROOT / "scripts" / "lib" / "docker-engine.sh"]
     done = subprocess.run(
         [_tool("shellcheck"), *map(str, scripts)], capture_output=True, text=True, check=False
     )

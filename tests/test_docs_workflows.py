@@ -64,6 +64,13 @@ def test_every_marked_workflow_is_run_by_the_act_harness() -> None:
         assert len(reason) > 20, f"{name}: say why act cannot run it"
 
 
+def test_ci_audits_the_extracted_workflows_and_runs_them_in_act() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "python -m tests.docs_workflows extract" in ci
+    assert re.search(r"zizmor --offline \S+/\*\.yml", ci)
+    assert ci.index("scripts/container-e2e") < ci.index("scripts/act-e2e")
+
+
 def test_marked_workflows_pass_githubs_workflow_schema(tmp_path: Path) -> None:
     tool = Path(sys.executable).parent / "check-jsonschema"
     found = str(tool) if tool.exists() else shutil.which("check-jsonschema")
