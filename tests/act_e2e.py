@@ -82,18 +82,7 @@ REPO = "octo/calc"
 TOKEN = "ghs_acte2einstallationtoken0123456789"
 ANTHROPIC_KEY = "sk-ant-acte2e-0123456789abcdefghij"
 STANDINS = ("actions/upload-artifact", "actions/download-artifact", "actions/github-script")
-OUTPUTS = {
-    "total",
-    "passed",
-    "failed",
-    "pass-rate",
-    "report-dir",
-    "json-report",
-    "junit-report",
-    "markdown-report",
-    "html-report",
-    "comment-url",
-}
+OUTPUTS = set(yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))["outputs"])
 
 
 # ----------------------------------------------------------------------------- act's log
@@ -953,6 +942,20 @@ def sharded(h: Harness) -> None:
     )
 
 
+def _pull_request_run(h: Harness, run_id: int, head: dict[str, Any]) -> None:
+    """A failed pull_request run of evals.yml on the fork's head (what GitHub would list)."""
+    h.fake.add_run(
+        REPO,
+        run_id,
+        workflow="evals.yml",
+        name="evals",
+        branch=head["ref"],
+        event="pull_request",
+        conclusion="failure",
+        head_sha=head["sha"],
+    )
+
+
 FORK_MARKER = "<!-- multiturn-eval: evals comment -->"
 DECOY_PR = 88  # pull requests: 7 quick-pr and baseline, 8 the fork's, 9 sharded
 ZWSP = "\u200b"
@@ -995,16 +998,7 @@ def fork(h: Harness) -> None:
         not h.fake.calls("POST", rf"/issues/{number}/comments$"),
         "and writes no comment itself",
     )
-    h.fake.add_run(
-        REPO,
-        4001,
-        workflow="evals.yml",
-        name="evals",
-        branch=head["ref"],
-        event="pull_request",
-        conclusion="failure",
-        head_sha=head["sha"],
-    )
+    _pull_request_run(h, 4001, head)
     if report:
         h.fake.add_artifact(REPO, 4001, "multiturn-eval-report", report)
 
@@ -1061,16 +1055,7 @@ def fork(h: Harness) -> None:
     with zipfile.ZipFile(data, "w") as z:
         z.writestr("summary.md", "<!-- multiturn-eval:forged -->\n" + hostile)
         z.writestr("pr-number", "1\n")
-    h.fake.add_run(
-        REPO,
-        4003,
-        workflow="evals.yml",
-        name="evals",
-        branch=head["ref"],
-        event="pull_request",
-        conclusion="failure",
-        head_sha=head["sha"],
-    )
+    _pull_request_run(h, 4003, head)
     h.fake.add_artifact(REPO, 4003, "multiturn-eval-report", data.getvalue())
     wr["workflow_run"]["id"] = 4003
     run = h.run("fork-comment-hostile", repo, "workflow_run", wr, "evals-comment.yml", 4004)

@@ -99,83 +99,70 @@ def _line(**fields: Any) -> str:
     return json.dumps({"jobID": "evals", "matrix": {}, "stage": "Main", **fields})
 
 
+def _action(**fields: Any) -> str:
+    """A log line of the action's step."""
+    return _line(stepID=["evals"], step="multiturn-eval/multiturn-eval@v1", **fields)
+
+
+def _upload(**fields: Any) -> str:
+    return _line(stepID=["2"], step="actions/upload-artifact@ea16", **fields)
+
+
 LOG = "\n".join(
     [
         '{"level":"info","msg":"Using docker host"}',
-        _line(
-            stepID=["evals"],
-            step="multiturn-eval/multiturn-eval@v1",
+        _action(
             msg="PASS  a\n",
             raw_output=True,
         ),
-        _line(
-            stepID=["evals"],
-            step="multiturn-eval/multiturn-eval@v1",
+        _action(
             command="stop-commands",
             raw="::stop-commands::tok",
             msg="  ⚙  ::stop-commands::tok",
         ),
-        _line(
-            stepID=["evals"],
-            step="multiturn-eval/multiturn-eval@v1",
+        _action(
             msg="::error file=x.py::fake\n",
             raw_output=True,
         ),
-        _line(
-            stepID=["evals"],
-            step="multiturn-eval/multiturn-eval@v1",
+        _action(
             command="ignored",
             raw="::tok::",
             msg="  ⚙  ::tok::",
         ),
-        _line(
-            stepID=["evals"],
-            step="multiturn-eval/multiturn-eval@v1",
+        _action(
             command="error",
             raw="::error file=evals/a.yaml,line=19,title=t%3A x::Turn 2 failed%0Anext line",
             kvPairs={"file": "evals/a.yaml"},
             msg="  ❗  ::error ...",
         ),
-        _line(
-            stepID=["evals"],
-            step="multiturn-eval/multiturn-eval@v1",
+        _action(
             stepResult="failure",
             msg="  ❌  Failure - Main multiturn-eval/multiturn-eval@v1",
         ),
-        _line(
-            stepID=["evals"],
-            step="multiturn-eval/multiturn-eval@v1",
+        _action(
             command="set-output",
             name="total",
             arg="3",
             msg="  ⚙  ::set-output:: total=3",
         ),
-        _line(
-            stepID=["evals"],
-            step="multiturn-eval/multiturn-eval@v1",
+        _action(
             command="summary",
             content="<!-- m -->\nbody",
             msg="Summary",
         ),
-        _line(
-            stepID=["evals"], step="multiturn-eval/multiturn-eval@v1", msg="exit with `FAILURE`: 2"
-        ),
-        _line(
-            stepID=["evals"],
-            step="multiturn-eval/multiturn-eval@v1",
+        _action(msg="exit with `FAILURE`: 2"),
+        _action(
             stage="Post",
             command="set-output",
             name="post",
             arg="x",
             msg="post",
         ),
-        _line(
-            stepID=["2"],
-            step="actions/upload-artifact@ea16",
+        _upload(
             raw_output=True,
             msg="act-e2e: owner multiturn-eval-report/report.json uid=1001 gid=1001\n",
         ),
-        _line(stepID=["2"], step="actions/upload-artifact@ea16", stepResult="success", msg="ok"),
+        _upload(stepResult="success", msg="ok"),
         _line(msg="🏁  Job failed", jobResult="failure"),
         "Error: Job 'evals' failed",
     ]
