@@ -600,11 +600,19 @@ def quick_pr(h: Harness) -> None:
         f"::error annotations at the failing turns' lines: {errors}",
         lambda: run.log(job, step),
     )
-    names = {c.name for c in run.commands(job, step)}
+    commands = run.commands(job, step)
+    names = {c.name for c in commands}
+    # the agent prints ::error/::warning lines and replies with more (agents/calculator.py)
+    hostile = [
+        c
+        for c in commands
+        if c.properties.get("file") == "evil.py"
+        or c.message.startswith(("pwned", "also pwned", "printed", "and again"))
+    ]
     ok(
         name,
-        names <= {"error", "notice", "warning", "add-mask"},
-        f"the agent's text is never read as a workflow command: {sorted(names)}",
+        names <= {"error", "notice", "warning", "add-mask"} and not hostile,
+        f"the agent's text is never read as a workflow command: {sorted(names)}, {hostile}",
         lambda: run.log(job, step),
     )
     summary = run.summary(job, step)
