@@ -15,7 +15,23 @@ prove the requests, not a mock's idea of them. Endpoints:
   characters is GitHub's 422 "body is too long"; a token without write access
   gets 403 "Resource not accessible by integration";
 - ``GET /repos/{owner}/{repo}/commits/{sha}/pulls``: the pull requests set in
-  :attr:`FakeGitHub.commit_pulls`.
+  :attr:`FakeGitHub.commit_pulls`;
+- ``GET /repos/{owner}/{repo}/pulls``: :meth:`FakeGitHub.add_pull`'s pull
+  requests, filtered by ``state`` (default open) and ``head`` (``owner:branch``),
+  paginated;
+- ``GET /repos/{owner}/{repo}/actions/runs`` and
+  ``.../actions/workflows/{file or id}/runs``: :meth:`FakeGitHub.add_run`'s
+  runs, newest first, filtered by ``branch``, ``event`` and ``status`` (a status
+  or a conclusion, as GitHub reads it), paginated, as ``workflow_runs``;
+- ``GET /repos/{owner}/{repo}/actions/runs/{id}/artifacts`` (``name`` filter)
+  and ``GET .../actions/artifacts/{id}/zip``: :meth:`FakeGitHub.add_artifact`'s
+  artifacts; the download is GitHub's 302 to a blob URL
+  (``/_fake/blobs/{id}``, unauthenticated like a signed URL) serving the zip.
+
+Tokens are read from ``Authorization: Bearer ...`` and ``token ...`` (both are
+GitHub's). Request targets in absolute form (``GET http://host/path``, as sent
+to an HTTP proxy) are served by their path, so ``gh`` can reach this server
+with ``GH_HOST=github.localhost`` and ``HTTP_PROXY`` pointing here.
 
 Failures are scripted: :meth:`FakeGitHub.fail_next` queues an answer (status,
 headers, message) for the next matching requests, e.g. a primary rate limit
@@ -34,6 +50,7 @@ Run it standalone (the container end-to-end script does)::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import threading
@@ -83,6 +100,9 @@ class FakeGitHub:
     tokens: dict[str, Token] = field(default_factory=dict)
     comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     commit_pulls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    pulls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    artifacts: dict[int, tuple[dict[str, Any], bytes]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     page_cap: int = 100
     max_body: int = MAX_BODY
@@ -111,6 +131,88 @@ class FakeGitHub:
     def add_comment(self, repo: str, number: int, body: str, login: str, kind: str = "Bot") -> int:
         with self._lock:
             return self._create(repo, number, body, login, kind)["id"]  # type: ignore[no-any-return]
+
+    def add_pull(
+        self,
+        repo: str,
+        number: int,
+        *,
+        head_sha: str,
+        head_ref: str,
+        head_repo: str,
+        state: str = "open",
+    ) -> dict[str, Any]:
+        """A pull request into ``repo`` from ``head_repo``'s branch ``head_ref``."""
+        owner = head_repo.split("/")[0]
+        pull = {
+            "number": number,
+            "state": state,
+            "html_url": f"https://github.com/{repo}/pull/{number}",
+            "head": {
+                "label": f"{owner}:{head_ref}",
+                "ref": head_ref,
+                "sha": head_sha,
+                "repo": {"full_name": head_repo, "owner": {"login": owner}},
+            },
+            "base": {"ref": "main", "repo": {"full_name": repo}},
+        }
+        self.pulls.setdefault(repo, []).append(pull)
+        return pull
+
+    def add_run(
+        self,
+        repo: str,
+        run_id: int,
+        *,
+        workflow: str,
+        name: str,
+        branch: str,
+        event: str,
+        conclusion: str | None = "success",
+        head_sha: str = "0" * 40,
+    ) -> dict[str, Any]:
+        """A workflow run of ``.github/workflows/<workflow>``; later runs are newer."""
+        count = sum(len(r) for r in self.runs.values())
+        run = {
+            "id": run_id,
+            "name": name,
+            "path": f".github/workflows/{workflow}",
+            "workflow_id": abs(hash(workflow)) % 10**6,
+            "head_branch": branch,
+            "head_sha": head_sha,
+            "event": event,
+            "status": "completed" if conclusion else "in_progress",
+            "conclusion": conclusion,
+            "run_number": count + 1,
+            "created_at": f"2026-01-01T00:{count // 60:02d}:{count % 60:02d}Z",
+        }
+        self.runs.setdefault(repo, []).append(run)
+        return run
+
+    def add_artifact(self, repo: str, run_id: int, name: str, data: bytes) -> int:
+        """An artifact of a run, ``data`` the zip GitHub serves for it; returns its ID."""
+        with self._lock:
+            self._next_id += 1
+            artifact_id = self._next_id
+        self.artifacts[artifact_id] = (
+            {
+                "id": artifact_id,
+                "node_id": f"MDg6QXJ0aWZhY3Q{artifact_id}",
+                "name": name,
+                "size_in_bytes": len(data),
+                "url": f"{self.base_url}/repos/{repo}/actions/artifacts/{artifact_id}",
+                "archive_download_url": f"{self.base_url}/repos/{repo}/actions/artifacts/{artifact_id}/zip",
+                "expired": False,
+                "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+                "created_at": "2026-01-01T00:00:00Z",
+                "updated_at": "2026-01-01T00:00:00Z",
+                "expires_at": "2026-04-01T00:00:00Z",
+                "workflow_run": {"id": run_id, "repository_id": 1},
+                "_repo": repo,
+            },
+            data,
+        )
+        return artifact_id
 
     def issue_comments(self, repo: str, number: int) -> list[dict[str, Any]]:
         return self.comments.get((repo, number), [])
@@ -156,6 +258,12 @@ class FakeGitHub:
     ) -> tuple[int, dict[str, str], Any]:
         if path == "/_fake/state":
             return 200, {}, self.state()
+        blob = re.fullmatch(r"/_fake/blobs/(\d+)", path)
+        if blob and method == "GET":
+            found = self.artifacts.get(int(blob.group(1)))
+            if found is None:
+                return 404, {}, {"message": "BlobNotFound", "documentation_url": DOCS}
+            return 200, {"content-type": "application/zip"}, found[1]
         scripted = self._scripted_for(method, path)
         if scripted is not None:
             return (
@@ -163,7 +271,10 @@ class FakeGitHub:
                 scripted.headers,
                 {"message": scripted.message or "scripted failure", "documentation_url": DOCS},
             )
-        token = self.tokens.get((auth or "").removeprefix("Bearer ").strip())
+        scheme, _, credential = (auth or "").strip().partition(" ")
+        token = (
+            self.tokens.get(credential.strip()) if scheme.lower() in ("bearer", "token") else None
+        )
         if token is None:
             return 401, {}, {"message": "Bad credentials", "documentation_url": DOCS}
         if path == "/user" and method == "GET":
@@ -215,14 +326,62 @@ class FakeGitHub:
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/commits/([0-9a-fA-F]+)/pulls", path)
         if m and method == "GET":
             return 200, {}, self.commit_pulls.get(m.group(2), [])
+
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls", path)
+        if m and method == "GET":
+            state = query.get("state", ["open"])[0]
+            head = query.get("head", [None])[0]
+            found = [
+                p
+                for p in self.pulls.get(m.group(1), [])
+                if state in ("all", p["state"]) and (head is None or p["head"]["label"] == head)
+            ]
+            return self._page(found, query, path)
+
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/actions(?:/workflows/([^/]+))?/runs", path)
+        if m and method == "GET":
+            runs = [
+                r
+                for r in reversed(self.runs.get(m.group(1), []))
+                if m.group(2) in (None, r["path"].rsplit("/", 1)[1], str(r["workflow_id"]))
+                and query.get("branch", [r["head_branch"]])[0] == r["head_branch"]
+                and query.get("event", [r["event"]])[0] == r["event"]
+                and query.get("status", [r["status"]])[0] in (r["status"], r["conclusion"])
+            ]
+            status, headers, chunk = self._page(runs, query, path)
+            return status, headers, {"total_count": len(runs), "workflow_runs": chunk}
+
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/runs/(\d+)/artifacts", path)
+        if m and method == "GET":
+            name = query.get("name", [None])[0]
+            found = [
+                {k: v for k, v in a.items() if k != "_repo"}
+                for a, _ in self.artifacts.values()
+                if a["_repo"] == m.group(1)
+                and a["workflow_run"]["id"] == int(m.group(2))
+                and name in (None, a["name"])
+            ]
+            status, headers, chunk = self._page(found, query, path)
+            return status, headers, {"total_count": len(found), "artifacts": chunk}
+
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/actions/artifacts/(\d+)/zip", path)
+        if m and method == "GET":
+            artifact = self.artifacts.get(int(m.group(2)))
+            if artifact is None or artifact[0]["_repo"] != m.group(1):
+                return 404, {}, {"message": "Not Found", "documentation_url": DOCS}
+            return 302, {"location": f"{self.base_url}/_fake/blobs/{m.group(2)}"}, b""
         return 404, {}, {"message": "Not Found", "documentation_url": DOCS}
 
     def _list(
         self, repo: str, number: int, query: dict[str, list[str]], path: str
     ) -> tuple[int, dict[str, str], Any]:
+        return self._page(self.comments.get((repo, number), []), query, path)
+
+    def _page(
+        self, items: list[dict[str, Any]], query: dict[str, list[str]], path: str
+    ) -> tuple[int, dict[str, str], list[dict[str, Any]]]:
         per_page = min(int(query.get("per_page", ["30"])[0]), 100, self.page_cap)
         page = int(query.get("page", ["1"])[0])
-        items = self.comments.get((repo, number), [])
         last = max((len(items) + per_page - 1) // per_page, 1)
         chunk = items[(page - 1) * per_page : page * per_page]
         links = []
@@ -297,9 +456,11 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                     )
                 )
             status, headers, payload = fake.handle(self.command, split.path, query, auth, body)
-            data = json.dumps(payload).encode()
+            raw = isinstance(payload, bytes)
+            data = payload if raw else json.dumps(payload).encode()
             self.send_response(status)
-            self.send_header("content-type", "application/json; charset=utf-8")
+            if not raw:
+                self.send_header("content-type", "application/json; charset=utf-8")
             self.send_header("content-length", str(len(data)))
             self.send_header("x-github-api-version-selected", "2022-11-28")
             for key, value in headers.items():
