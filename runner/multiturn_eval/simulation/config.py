@@ -1,0 +1,596 @@
+"""The simulated user's configuration: the suite's ``user_simulator:`` and a test case's ``user:``.
+
+The three models (:class:`SimulatorConfig`, :class:`UserSimulatorConfig`,
+:class:`UserConfig`) use only names of :mod:`multiturn_eval.suite`, so the suite
+file's models take them as they are (``Suite.user_simulator``, ``TestCase.user``).
+They check shape and the rules local to one block; what needs two blocks, the
+environment, an import or the file system is checked by the functions below,
+which return :class:`Issue` s (a path from the suite file's root and a message)
+that the loader turns into located ``ConfigIssue`` s with ``locator.issue(path,
+message)``. :func:`check_case` runs them all for one test case.
+
+**Merging** (:func:`merge_simulator`): the case's ``user.simulator`` is merged key
+by key over the suite's ``user_simulator`` (the case's wins), like ``judge:``
+blocks; when the case names a ``backend`` other than the suite's (whose default is
+``anthropic``), the suite's block is not merged at all: nothing carries over from
+one backend to another. ``require_goal`` and ``fidelity`` live in ``user:``; the
+suite's ``user_simulator:`` gives their defaults (``true`` and ``false``).
+
+**After merging** (:func:`resolve_simulator`): an ``anthropic`` / ``openai``
+simulator needs a ``model`` and an API key (``api_key``, else
+``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``, read from the run's environment as
+for the judges), its SDK installed, ``api_version`` only on ``openai`` (Azure,
+with a ``base_url``) and no ``factory``; a ``python`` simulator needs a
+``factory`` and none of the model keys. Defaults: ``temperature`` 0 (see
+:mod:`.llm` for models that refuse one), ``max_tokens`` 1024, the usual
+``retry:`` policy.
+
+**Per test case** (:func:`case_shape_issues`): ``opening`` beside scripted
+``turns:`` is an error (the first scripted input opens the conversation), and so
+is a legacy ``input:`` on a simulated case (its scripted opening is ``turns:``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..suite import (
+    CALLABLE_PATTERN,
+    URL_PATTERN,
+    JudgeConfig,
+    RetryConfig,
+    ScalarText,
+    _Strict,
+    at_path,
+)
+
+Path_ = tuple[str | int, ...]
+
+SimulatorBackend = Literal["anthropic", "openai", "python"]
+DEFAULT_BACKEND = "anthropic"
+DEFAULT_MAX_TOKENS = 1024
+DEFAULT_MAX_TURNS = 10
+MODEL_KEYS = (
+    "model",
+    "base_url",
+    "api_key",
+    "api_version",
+    "temperature",
+    "max_tokens",
+    "retry",
+    "prompt_file",
+)
+"""The keys of an LLM simulator (``anthropic`` / ``openai``); a ``python`` one takes none."""
+FLAG_KEYS = ("require_goal", "fidelity")
+"""Keys of ``user:`` whose suite default is in ``user_simulator:`` (not in ``user.simulator``)."""
+
+
+# ----------------------------------------------------------------------------- models
+
+
+class SimulatorConfig(_Strict):
+    """The simulated user's model, or your own Python simulator; every key optional here.
+
+    A test case's ``user.simulator`` is merged key by key over the suite's
+    ``user_simulator`` (the case's wins); a case naming another backend takes
+    nothing from the suite's block.
+    """
+
+    backend: SimulatorBackend | None = Field(
+        default=None, description="anthropic (default) | openai | python."
+    )
+    model: str | None = Field(default=None, min_length=1)
+    base_url: str | None = Field(
+        default=None,
+        pattern=URL_PATTERN,
+        description="Default: ANTHROPIC_BASE_URL / OPENAI_BASE_URL, else the provider's.",
+    )
+    api_key: str | None = Field(
+        default=None, description="Default: ANTHROPIC_API_KEY / OPENAI_API_KEY."
+    )
+    api_version: str | None = Field(
+        default=None,
+        min_length=1,
+        description="openai only: an Azure OpenAI api-version (base_url is the Azure endpoint).",
+    )
+    temperature: float | None = Field(
+        default=None,
+        ge=0,
+        description="Default: 0 (left out for a model that refuses a temperature).",
+    )
+    max_tokens: int | None = Field(default=None, ge=1, description="Default: 1024.")
+    retry: RetryConfig | None = None
+    prompt_file: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Replaces the packaged prompt template (path relative to the suite).",
+    )
+    factory: str | None = Field(
+        default=None,
+        pattern=CALLABLE_PATTERN,
+        description=(
+            "backend: python: module.path:callable, called once per run of a test case with a "
+            "SimulatorContext; returns an object with next_message(conversation)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _fits_backend(self) -> SimulatorConfig:
+        if self.backend == "python":
+            for key in MODEL_KEYS:
+                if key in self.model_fields_set and getattr(self, key) is not None:
+                    raise at_path(
+                        (key,), "applies to an LLM simulator (anthropic, openai), not python"
+                    )
+        elif self.backend is not None:
+            if self.factory is not None:
+                raise at_path(("factory",), "applies to backend: python only")
+            if self.api_version is not None and self.backend != "openai":
+                raise at_path(("api_version",), "applies to backend: openai (Azure) only")
+        return self
+
+
+class UserSimulatorConfig(SimulatorConfig):
+    """The suite's ``user_simulator:``: the simulated users' defaults."""
+
+    require_goal: bool | None = Field(
+        default=None,
+        description="Default of every user.require_goal (default true).",
+    )
+    fidelity: bool | None = Field(
+        default=None,
+        description="Default of every user.fidelity (default false).",
+    )
+
+
+class UserConfig(_Strict):
+    """A simulated user (``user:``): it talks to the agent after the scripted ``turns``."""
+
+    goal: str = Field(
+        min_length=1,
+        description="What the user wants; never sent to the agent.",
+    )
+    persona: str | None = Field(default=None, description="Who the user is and how they write.")
+    known: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Facts the user gives only when asked (name: value).",
+    )
+    unknown: list[ScalarText] = Field(
+        default_factory=list,
+        description="Facts the user does not know and must say so when asked.",
+    )
+    opening: ScalarText | None = Field(
+        default=None,
+        description=(
+            "A fixed first user message (counts toward max_turns); only on a test case "
+            "without scripted turns."
+        ),
+    )
+    max_turns: int = Field(
+        default=DEFAULT_MAX_TURNS,
+        strict=True,
+        description=(
+            "Messages the simulated user may send (the opening included, scripted turns not); "
+            "at least 1."
+        ),
+    )
+    simulator: SimulatorConfig | None = Field(
+        default=None, description="This test case's override of the suite's user_simulator."
+    )
+    require_goal: bool | None = Field(
+        default=None,
+        description=(
+            "The metric user_goal passes only when the user ended with goal_met; false turns "
+            "it off. Default: user_simulator.require_goal, else true."
+        ),
+    )
+    fidelity: bool | None = Field(
+        default=None,
+        description=(
+            "Judge every simulated message against the goal, persona, known and unknown facts "
+            "with the suite's judge; a run that breaks them is invalid_simulation. Default: "
+            "user_simulator.fidelity, else false."
+        ),
+    )
+
+    @field_validator("simulator", mode="before")
+    @classmethod
+    def _flags_belong_to_user(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            for key in FLAG_KEYS:
+                if key in value:
+                    raise at_path(
+                        (key,),
+                        f"belongs in user: (user.{key}), not in user.simulator; the suite "
+                        f"default is user_simulator.{key}",
+                    )
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> UserConfig:
+        if not self.goal.strip():
+            raise at_path(("goal",), "is empty; say what the simulated user wants")
+        if self.opening is not None and not self.opening.strip():
+            raise at_path(("opening",), "is empty; give the first message, or leave opening out")
+        for i, fact in enumerate(self.unknown):
+            if not fact.strip():
+                raise at_path(("unknown", i), "is empty; name a fact the user does not know")
+        if self.max_turns < 1:
+            raise at_path(
+                ("max_turns",),
+                "must be at least 1 (the messages the simulated user may send, the opening "
+                f"included); got {self.max_turns}",
+            )
+        return self
+
+
+# ----------------------------------------------------------------------------- issues
+
+
+@dataclass(frozen=True)
+class Issue:
+    """A configuration problem at ``path`` (from the suite file's root): a ConfigIssue to be."""
+
+    path: Path_
+    message: str
+
+
+def case_shape_issues(
+    user: UserConfig, case_path: Path_, *, has_turns: bool, has_input: bool
+) -> list[Issue]:
+    """The rules between ``user:`` and the rest of its test case."""
+    issues: list[Issue] = []
+    if has_input:
+        issues.append(
+            Issue(
+                (*case_path, "input"),
+                "a simulated test case (user:) has no 'input:'; give its scripted opening as "
+                "'turns:' (or user.opening for one fixed first message)",
+            )
+        )
+    if user.opening is not None and has_turns:
+        issues.append(
+            Issue(
+                (*case_path, "user", "opening"),
+                "not allowed beside 'turns:' (the first scripted input opens the "
+                "conversation); remove one of them",
+            )
+        )
+    return issues
+
+
+# ---------------------------------------------------------------------------- merging
+
+
+@dataclass(frozen=True)
+class MergedSimulator:
+    """The simulator keys of one test case after merging, and where each was set."""
+
+    values: Mapping[str, Any]
+    origins: Mapping[str, Path_]
+    """The path of each key in ``values`` (the suite's block or the case's)."""
+    where: Path_
+    """The innermost block there is (the case's ``user.simulator``, else the suite's
+    ``user_simulator``, else the case's ``user``): where a missing key is reported."""
+
+    @property
+    def backend(self) -> str:
+        return str(self.values.get("backend") or DEFAULT_BACKEND)
+
+    def at(self, key: str) -> Path_:
+        """Where ``key`` was set, else where it is missing."""
+        return self.origins.get(key, (*self.where, key))
+
+
+def _set_keys(block: SimulatorConfig | None) -> dict[str, Any]:
+    if block is None:
+        return {}
+    return {
+        key: getattr(block, key)
+        for key in block.model_fields_set
+        if key not in FLAG_KEYS and getattr(block, key) is not None
+    }
+
+
+def merge_simulator(
+    suite_block: UserSimulatorConfig | None,
+    case_block: SimulatorConfig | None,
+    *,
+    case_path: Path_,
+    suite_path: Path_ = ("user_simulator",),
+) -> MergedSimulator:
+    """The case's ``user.simulator`` over the suite's ``user_simulator`` (see the module doc).
+
+    ``case_path`` is the test case's path (``("test_cases", 3)``).
+    """
+    user_path: Path_ = (*case_path, "user")
+    own_path: Path_ = (*user_path, "simulator")
+    suite_keys, case_keys = _set_keys(suite_block), _set_keys(case_block)
+    if "backend" in case_keys and case_keys["backend"] != suite_keys.get(
+        "backend", DEFAULT_BACKEND
+    ):
+        suite_keys = {}  # another backend: nothing carries over
+    values = {**suite_keys, **case_keys}
+    origins = {key: (*suite_path, key) for key in suite_keys}
+    origins.update({key: (*own_path, key) for key in case_keys})
+    if case_block is not None:
+        where = own_path
+    elif suite_block is not None:
+        where = suite_path
+    else:
+        where = user_path
+    return MergedSimulator(values, origins, where)
+
+
+@dataclass(frozen=True)
+class ResolvedSimulator:
+    """The simulator one test case uses, every default applied."""
+
+    backend: SimulatorBackend
+    model: str | None
+    """None for a python simulator."""
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    api_version: str | None = None
+    temperature: float | None = None
+    """As configured; None: the default rule (0, or none for a model that refuses one)."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    prompt_file: str | None = None
+    factory: str | None = None
+
+
+def resolve_simulator(
+    merged: MergedSimulator, env: Mapping[str, str], *, key_needed: bool = True
+) -> tuple[ResolvedSimulator | None, list[Issue]]:
+    """The simulator to run, or the issues that stop it (``key_needed=False``: a regrade,
+    which never calls the simulator, needs no API key)."""
+    from ..grading.judges.service import ENV_KEYS, ENV_URLS, PACKAGES
+
+    values = merged.values
+    issues: list[Issue] = []
+    backend = merged.backend
+    if backend == "python":
+        issues.extend(
+            Issue(merged.at(key), "applies to an LLM simulator (anthropic, openai), not python")
+            for key in MODEL_KEYS
+            if key in values
+        )
+        factory = values.get("factory")
+        if factory is None:
+            issues.append(
+                Issue(
+                    merged.at("factory"),
+                    'backend: python needs factory: "module.path:callable" (it returns an '
+                    "object with next_message(conversation))",
+                )
+            )
+        if issues:
+            return None, issues
+        return ResolvedSimulator(backend="python", model=None, factory=factory), []
+    if "factory" in values:
+        issues.append(Issue(merged.at("factory"), "applies to backend: python only"))
+    model = values.get("model")
+    if model is None:
+        issues.append(
+            Issue(
+                merged.at("model"),
+                "no simulated-user model: name one in user_simulator: {model: ...} or in this "
+                "test case's user.simulator",
+            )
+        )
+    api_version = values.get("api_version")
+    if api_version is not None and backend != "openai":
+        issues.append(Issue(merged.at("api_version"), "applies to backend: openai (Azure) only"))
+    base_url = values.get("base_url") or env.get(ENV_URLS[backend]) or None
+    if api_version is not None and base_url is None:
+        issues.append(
+            Issue(
+                merged.at("base_url"),
+                "an Azure OpenAI simulator (api_version) needs base_url: the Azure endpoint",
+            )
+        )
+    api_key = values.get("api_key") or env.get(ENV_KEYS[backend]) or None
+    if api_key is None and key_needed:
+        issues.append(
+            Issue(
+                merged.at("api_key"),
+                f"no API key for the {backend} simulated user: set {ENV_KEYS[backend]} "
+                "(or user_simulator.api_key: ${SOME_VAR})",
+            )
+        )
+    package = PACKAGES[backend]
+    if importlib.util.find_spec(package) is None:
+        hint = (
+            "pip install 'multiturn-eval[openai]'"
+            if package == "openai"
+            else "pip install 'anthropic>=2'"
+        )
+        issues.append(
+            Issue(
+                merged.at("backend"),
+                f"the {backend} simulated user needs the package '{package}', which is not "
+                f"installed; install it with: {hint}",
+            )
+        )
+    if issues:
+        return None, issues
+    return (
+        ResolvedSimulator(
+            backend=backend,  # type: ignore[arg-type]
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            api_version=api_version,
+            temperature=values.get("temperature"),
+            max_tokens=values.get("max_tokens", DEFAULT_MAX_TOKENS),
+            retry=values.get("retry") or RetryConfig(),
+            prompt_file=values.get("prompt_file"),
+        ),
+        [],
+    )
+
+
+def effective_flags(user: UserConfig, defaults: UserSimulatorConfig | None) -> tuple[bool, bool]:
+    """(require_goal, fidelity): the case's ``user:``, else the suite's default, else (true, false)."""
+
+    def pick(key: str, default: bool) -> bool:
+        own = getattr(user, key)
+        if own is not None:
+            return bool(own)
+        suite = getattr(defaults, key, None) if defaults is not None else None
+        return default if suite is None else bool(suite)
+
+    return pick("require_goal", True), pick("fidelity", False)
+
+
+# ------------------------------------------------------------ imports, files, judges
+
+
+class _Probe:
+    """What a factory is called with when its signature is checked (never called)."""
+
+
+def factory_problem(fn: Callable[..., Any]) -> str | None:
+    """Why ``fn`` cannot be called as ``factory(SimulatorContext)``, or None."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: it gets its chance
+        return None
+    try:
+        signature.bind(_Probe())
+    except TypeError as exc:
+        return (
+            f"the simulator factory must take one argument (a SimulatorContext); its signature "
+            f"is {signature} ({exc})"
+        )
+    return None
+
+
+def import_factory(ref: str, path: Path_) -> tuple[Callable[..., Any] | None, Issue | None]:
+    """``factory: module:callable`` imported and its signature checked."""
+    from ..imports import resolve_callable
+
+    try:
+        fn = resolve_callable(ref)
+    except ValueError as exc:
+        return None, Issue(path, str(exc))
+    problem = factory_problem(fn)
+    if problem is not None:
+        return None, Issue(path, problem)
+    return fn, None
+
+
+def read_prompt_file(name: str, base_dir: Path, path: Path_) -> tuple[str | None, Issue | None]:
+    """A ``prompt_file`` read (relative to the suite) and its placeholders checked."""
+    from ..loader import read_text  # lazily: the loader imports this module
+    from .prompt import template_problem
+
+    target = base_dir / name
+    try:
+        text = read_text(target)
+    except ValueError as exc:
+        return None, Issue(path, f"{exc}: {target}")
+    problem = template_problem(text)
+    if problem is not None:
+        return None, Issue(path, f"{problem}: {target}")
+    return text, None
+
+
+def fidelity_judge_issue(
+    suite_judge: JudgeConfig | None,
+    case_judge: JudgeConfig | None,
+    env: Mapping[str, str],
+    path: Path_,
+) -> Issue | None:
+    """``fidelity: true`` needs the suite's (or the case's) ``judge:`` to resolve."""
+    from ..grading.judges.service import JudgeConfigProblem, merge_levels, resolve
+
+    try:
+        resolve(merge_levels(suite_judge, case_judge), env)
+    except JudgeConfigProblem as exc:
+        return Issue(
+            path, f"fidelity: true judges each simulated message with the suite's judge: {exc}"
+        )
+    return None
+
+
+# --------------------------------------------------------------------------- one case
+
+
+@dataclass(frozen=True)
+class CaseSimulation:
+    """What one simulated test case needs at run time, checked at load."""
+
+    user: UserConfig
+    simulator: ResolvedSimulator
+    require_goal: bool
+    fidelity: bool
+    factory: Callable[..., Any] | None = None
+    """The python simulator's factory, imported."""
+    template: str | None = None
+    """The ``prompt_file``'s text; None: the packaged template."""
+
+
+def check_case(
+    user: UserConfig,
+    defaults: UserSimulatorConfig | None,
+    *,
+    case_path: Path_,
+    has_turns: bool,
+    has_input: bool,
+    base_dir: Path,
+    env: Mapping[str, str],
+    suite_judge: JudgeConfig | None = None,
+    case_judge: JudgeConfig | None = None,
+    simulator_called: bool = True,
+) -> tuple[CaseSimulation | None, list[Issue]]:
+    """Every load-time rule of one simulated test case (``case_path``: ``("test_cases", i)``).
+
+    ``simulator_called=False`` (regrade: the recorded conversation is replayed) skips
+    what only a call needs: the API key, the fidelity judge.
+    """
+    issues = case_shape_issues(user, case_path, has_turns=has_turns, has_input=has_input)
+    merged = merge_simulator(defaults, user.simulator, case_path=case_path)
+    resolved, problems = resolve_simulator(merged, env, key_needed=simulator_called)
+    issues.extend(problems)
+    require_goal, fidelity = effective_flags(user, defaults)
+    factory: Callable[..., Any] | None = None
+    template: str | None = None
+    if resolved is not None and resolved.factory is not None:
+        factory, issue = import_factory(resolved.factory, merged.at("factory"))
+        if issue is not None:
+            issues.append(issue)
+    if resolved is not None and resolved.prompt_file is not None:
+        template, issue = read_prompt_file(resolved.prompt_file, base_dir, merged.at("prompt_file"))
+        if issue is not None:
+            issues.append(issue)
+    if fidelity and simulator_called:
+        where = (
+            (*case_path, "user", "fidelity")
+            if user.fidelity is not None
+            else ("user_simulator", "fidelity")
+        )
+        issue = fidelity_judge_issue(suite_judge, case_judge, env, where)
+        if issue is not None:
+            issues.append(issue)
+    if issues or resolved is None:
+        return None, issues
+    return (
+        CaseSimulation(
+            user=user,
+            simulator=resolved,
+            require_goal=require_goal,
+            fidelity=fidelity,
+            factory=factory,
+            template=template,
+        ),
+        [],
+    )
