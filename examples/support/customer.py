@@ -16,7 +16,7 @@ from the test case's ``user:`` block (:class:`~multiturn_eval.SimulatorContext`)
   "already been refunded", "could not verify", "not on your account" ...), it ends:
   ``gave_up``;
 - otherwise it asks for the refund again;
-- a persona that says "lowercase" makes it write in lowercase.
+- a persona that says "lowercase" makes it write in lowercase (the facts as written).
 
 The customer believes what the agent says: a bot that claims a refund it never
 issued (``agent.options.fibs``) gets a ``goal_met``; the conversation-level
@@ -128,7 +128,13 @@ class Customer:
         return any(phrase in lowered for phrase in phrases)
 
     def _say(self, text: str) -> str:
-        return text.lower() if self.lowercase else text
+        """``text`` in the persona's voice; the known facts stay exactly as written."""
+        if not self.lowercase:
+            return text
+        text = text.lower()
+        for value in self.known.values():
+            text = text.replace(str(value).lower(), str(value))
+        return text
 
 
 def factory(ctx: SimulatorContext) -> Customer:

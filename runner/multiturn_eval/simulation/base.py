@@ -50,3 +50,18 @@ class Simulator(Protocol):
 def label_of(info: SimulatorInfo) -> str:
     what = info.model if info.model is not None else info.factory
     return f"the simulated user ({info.backend}{f' {what}' if what else ''})"
+
+
+class Named:
+    """The ``info`` and ``label`` of a simulator (both simulators' base)."""
+
+    def __init__(self, info: SimulatorInfo) -> None:
+        self._info = info
+
+    @property
+    def info(self) -> SimulatorInfo:
+        return self._info
+
+    @property
+    def label(self) -> str:
+        return label_of(self._info)

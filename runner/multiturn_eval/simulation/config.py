@@ -43,7 +43,6 @@ from pydantic import Field, field_validator, model_validator
 
 from ..suite import (
     CALLABLE_PATTERN,
-    URL_PATTERN,
     JudgeConfig,
     RetryConfig,
     ScalarText,
@@ -68,6 +67,9 @@ MODEL_KEYS = (
     "prompt_file",
 )
 """The keys of an LLM simulator (``anthropic`` / ``openai``); a ``python`` one takes none."""
+NOT_PYTHON = "applies to an LLM simulator (anthropic, openai), not python"
+PYTHON_ONLY = "applies to backend: python only"
+OPENAI_ONLY = "applies to backend: openai (Azure) only"
 FLAG_KEYS = ("require_goal", "fidelity")
 """Keys of ``user:`` whose suite default is in ``user_simulator:`` (not in ``user.simulator``)."""
 
@@ -75,38 +77,23 @@ FLAG_KEYS = ("require_goal", "fidelity")
 # ----------------------------------------------------------------------------- models
 
 
-class SimulatorConfig(_Strict):
+class SimulatorConfig(JudgeConfig):
     """The simulated user's model, or your own Python simulator; every key optional here.
 
-    A test case's ``user.simulator`` is merged key by key over the suite's
-    ``user_simulator`` (the case's wins); a case naming another backend takes
-    nothing from the suite's block.
+    The connection keys are the judges' (``model``, ``base_url``, ``api_key``,
+    ``api_version``, ``max_tokens``, ``retry``). A test case's ``user.simulator`` is
+    merged key by key over the suite's ``user_simulator`` (the case's wins); a case
+    naming another backend takes nothing from the suite's block.
     """
 
-    backend: SimulatorBackend | None = Field(
+    backend: SimulatorBackend | None = Field(  # type: ignore[assignment]
         default=None, description="anthropic (default) | openai | python."
-    )
-    model: str | None = Field(default=None, min_length=1)
-    base_url: str | None = Field(
-        default=None,
-        pattern=URL_PATTERN,
-        description="Default: ANTHROPIC_BASE_URL / OPENAI_BASE_URL, else the provider's.",
-    )
-    api_key: str | None = Field(
-        default=None, description="Default: ANTHROPIC_API_KEY / OPENAI_API_KEY."
-    )
-    api_version: str | None = Field(
-        default=None,
-        min_length=1,
-        description="openai only: an Azure OpenAI api-version (base_url is the Azure endpoint).",
     )
     temperature: float | None = Field(
         default=None,
         ge=0,
         description="Default: 0 (left out for a model that refuses a temperature).",
     )
-    max_tokens: int | None = Field(default=None, ge=1, description="Default: 1024.")
-    retry: RetryConfig | None = None
     prompt_file: str | None = Field(
         default=None,
         min_length=1,
@@ -126,14 +113,12 @@ class SimulatorConfig(_Strict):
         if self.backend == "python":
             for key in MODEL_KEYS:
                 if key in self.model_fields_set and getattr(self, key) is not None:
-                    raise at_path(
-                        (key,), "applies to an LLM simulator (anthropic, openai), not python"
-                    )
+                    raise at_path((key,), NOT_PYTHON)
         elif self.backend is not None:
             if self.factory is not None:
-                raise at_path(("factory",), "applies to backend: python only")
+                raise at_path(("factory",), PYTHON_ONLY)
             if self.api_version is not None and self.backend != "openai":
-                raise at_path(("api_version",), "applies to backend: openai (Azure) only")
+                raise at_path(("api_version",), OPENAI_ONLY)
         return self
 
 
@@ -358,11 +343,7 @@ def resolve_simulator(
     issues: list[Issue] = []
     backend = merged.backend
     if backend == "python":
-        issues.extend(
-            Issue(merged.at(key), "applies to an LLM simulator (anthropic, openai), not python")
-            for key in MODEL_KEYS
-            if key in values
-        )
+        issues.extend(Issue(merged.at(key), NOT_PYTHON) for key in MODEL_KEYS if key in values)
         factory = values.get("factory")
         if factory is None:
             issues.append(
@@ -376,7 +357,7 @@ def resolve_simulator(
             return None, issues
         return ResolvedSimulator(backend="python", model=None, factory=factory), []
     if "factory" in values:
-        issues.append(Issue(merged.at("factory"), "applies to backend: python only"))
+        issues.append(Issue(merged.at("factory"), PYTHON_ONLY))
     model = values.get("model")
     if model is None:
         issues.append(
@@ -388,7 +369,7 @@ def resolve_simulator(
         )
     api_version = values.get("api_version")
     if api_version is not None and backend != "openai":
-        issues.append(Issue(merged.at("api_version"), "applies to backend: openai (Azure) only"))
+        issues.append(Issue(merged.at("api_version"), OPENAI_ONLY))
     base_url = values.get("base_url") or env.get(ENV_URLS[backend]) or None
     if api_version is not None and base_url is None:
         issues.append(

@@ -28,8 +28,12 @@ the outcome ``agent_error``. Scripted turns' trailing session errors count.
 (replies that did not fit twice, an exception, garbage, a message over
 :data:`MAX_MESSAGE_CHARS`), or no answer within ``turn_timeout`` (like any user
 code: a sync call stuck in its thread is abandoned with a warning), ends the
-conversation as ``invalid_simulation`` with a reason naming the simulator. A
-401/403 from an LLM simulator ends it too and is handed back in
+conversation as ``invalid_simulation`` with a reason naming the simulator. Code
+left running past its timeout is reported like every user call's: its label
+(``the simulator's next_message()``, ``async ...`` for async code) goes to the
+enclosing :func:`~multiturn_eval.usercode.watch_abandoned` -- the case runner's,
+whose warnings name the turn. A 401/403 from an LLM simulator ends it too and is
+handed back in
 :attr:`SimulationRun.fatal`: the caller stops the run (exit 3), as for an agent's
 or a judge's refused key.
 """
@@ -53,7 +57,7 @@ from ..types import (
     UserTurn,
     read_only,
 )
-from ..usercode import error_text, watch_abandoned
+from ..usercode import error_text
 from .base import Simulator, Step
 from .record import Simulation, SimulationOutcome, SimulatorInfo, Source
 
@@ -61,7 +65,6 @@ from .record import Simulation, SimulationOutcome, SimulatorInfo, Source
 MAX_MESSAGE_CHARS = 100_000
 #: consecutive session errors after which the session is given up (as in the case runner)
 MAX_CONSECUTIVE_SESSION_ERRORS = 2
-_ASYNC = "async "
 
 
 @dataclass(frozen=True)
@@ -218,33 +221,21 @@ class _Driver:
         """The simulator's next step, bounded by the turn timeout; faults as values."""
         label = self.simulator.label
         turn = len(self.sources) + 1
-        with watch_abandoned() as left:
-            try:
-                async with asyncio.timeout(self.turn_timeout) as deadline:
-                    with turn_deadline(self.turn_timeout):
-                        step = await self.simulator.next_step(tuple(self.conversation))
-            except FatalBackendError as exc:
-                self.fatal = exc
-                step = Step(None, f"{label}: {error_text(exc)}")
-            except TimeoutError as exc:
-                if deadline.expired():
-                    why = f"gave no answer within {self.turn_timeout:g} s (turn_timeout)"
-                else:
-                    why = f"failed: {error_text(exc)}"
-                step = Step(None, f"{label} {why} for turn {turn}")
-            except Exception as exc:  # a bug on our side of the simulator: this case only
-                step = Step(None, f"{label}: internal error: {error_text(exc)}")
-        for what in left:
-            if what.startswith(_ASYNC):
-                self.warnings.append(
-                    f"{what[len(_ASYNC) :]} for turn {turn} ignored its cancellation and is "
-                    "still running after its timeout; it was left behind"
-                )
+        try:
+            async with asyncio.timeout(self.turn_timeout) as deadline:
+                with turn_deadline(self.turn_timeout):
+                    step = await self.simulator.next_step(tuple(self.conversation))
+        except FatalBackendError as exc:
+            self.fatal = exc
+            step = Step(None, f"{label}: {error_text(exc)}")
+        except TimeoutError as exc:
+            if deadline.expired():
+                why = f"gave no answer within {self.turn_timeout:g} s (turn_timeout)"
             else:
-                self.warnings.append(
-                    f"{what} for turn {turn} still running after its timeout; its thread was "
-                    "abandoned"
-                )
+                why = f"failed: {error_text(exc)}"
+            step = Step(None, f"{label} {why} for turn {turn}")
+        except Exception as exc:  # a bug on our side of the simulator: this case only
+            step = Step(None, f"{label}: internal error: {error_text(exc)}")
         if step.usage is not None:
             self.usages.append(step.usage)
         self.costs.append(step.cost_usd)

@@ -48,7 +48,7 @@ from ..grading.judges.verdict import excerpt
 from ..results import sum_costs
 from ..types import USER_OUTCOMES, ConversationMessage, TokenUsage, UserTurn
 from ..usercode import error_text
-from .base import Step, label_of
+from .base import Named, Step
 from .prompt import packaged_template, render
 from .record import SimulatorInfo
 
@@ -201,7 +201,7 @@ class Temperatures:
 # ------------------------------------------------------------------------ the simulator
 
 
-class LLMSimulator:
+class LLMSimulator(Named):
     """A simulated user played by a model through :class:`StructuredCall`."""
 
     def __init__(
@@ -219,6 +219,7 @@ class LLMSimulator:
         temperatures: Temperatures | None = None,
         template: str | None = None,
     ) -> None:
+        super().__init__(SimulatorInfo(backend=backend, model=model))
         self._call = call
         self._backend = backend
         self._model = model
@@ -230,16 +231,7 @@ class LLMSimulator:
         self._configured = temperature
         self._temperatures = temperatures if temperatures is not None else Temperatures()
         self._template = template if template is not None else packaged_template()
-        self._info = SimulatorInfo(backend=backend, model=model)
         self._schema = user_turn_schema()
-
-    @property
-    def info(self) -> SimulatorInfo:
-        return self._info
-
-    @property
-    def label(self) -> str:
-        return label_of(self._info)
 
     def prompt(self, conversation: Sequence[ConversationMessage]) -> str:
         return render(

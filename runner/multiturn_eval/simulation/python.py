@@ -26,7 +26,7 @@ from ..errors import UserCodeAbort
 from ..sanitize import safe_repr
 from ..types import ConversationMessage, SimulatorContext, UserTurn
 from ..usercode import call_user_code, error_text
-from .base import Step, label_of
+from .base import Named, Step, label_of
 from .record import SimulatorInfo
 
 WHO = "simulator"
@@ -56,11 +56,11 @@ def coerce_turn(value: Any) -> UserTurn | str:
     )
 
 
-class PythonSimulator:
+class PythonSimulator(Named):
     """A ``backend: python`` simulated user: the object its factory returned."""
 
     def __init__(self, obj: Any, factory: str) -> None:
-        self._info = SimulatorInfo(backend="python", factory=factory)
+        super().__init__(SimulatorInfo(backend="python", factory=factory))
         self._next = getattr(obj, "next_message", None)
         if not callable(self._next):
             raise TypeError(
@@ -84,14 +84,6 @@ class PythonSimulator:
             return f"{label}: in the factory, {error_text(exc)}"
         except Exception as exc:
             return f"{label}: the factory failed: {error_text(exc)}"
-
-    @property
-    def info(self) -> SimulatorInfo:
-        return self._info
-
-    @property
-    def label(self) -> str:
-        return label_of(self._info)
 
     async def next_step(self, conversation: tuple[ConversationMessage, ...]) -> Step:
         assert self._next is not None
