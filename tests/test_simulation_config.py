@@ -582,6 +582,12 @@ def test_every_issue_of_a_case_is_reported_at_once() -> None:
     ]
 
 
+def test_the_step_bound_for_dry_run() -> None:
+    assert config.step_bound(UserConfig(goal="g")) == 10
+    assert config.step_bound(UserConfig(goal="g", max_turns=3, opening="hi")) == 2
+    assert config.step_bound(UserConfig(goal="g", max_turns=1, opening="hi")) == 0
+
+
 def test_resolve_simulator_directly() -> None:
     merged = merge_simulator(
         UserSimulatorConfig(model="A", temperature=0.3), None, case_path=("test_cases", 0)

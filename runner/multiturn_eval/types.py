@@ -295,7 +295,7 @@ UserOutcome = Literal["goal_met", "gave_up", "out_of_scope"]
 USER_OUTCOMES: tuple[UserOutcome, ...] = ("goal_met", "gave_up", "out_of_scope")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SimulatorContext:
     """What a ``backend: python`` simulator's factory receives, once per run of a test case.
 
@@ -306,10 +306,10 @@ class SimulatorContext:
     """
 
     goal: str
-    test_case_name: str
     persona: str | None = None
     known: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     unknown: tuple[str, ...] = ()
+    test_case_name: str
     context: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     run_index: int = 0
 

@@ -216,6 +216,17 @@ class UserConfig(_Strict):
         return self
 
 
+def step_bound(user: UserConfig) -> int:
+    """The simulator steps one run takes at most (what ``--dry-run`` counts).
+
+    ``max_turns`` less the opening, which is sent without asking. Each step is one
+    structured call of an LLM simulator (two when its reply did not fit; one more,
+    once per run and model, when the model refuses a temperature), and with
+    ``fidelity`` one fidelity-judge call.
+    """
+    return user.max_turns - (1 if user.opening is not None else 0)
+
+
 # ----------------------------------------------------------------------------- issues
 
 
