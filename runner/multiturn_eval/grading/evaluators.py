@@ -14,6 +14,7 @@ other (``14.1%`` / ``14.1`` vs ``0.14136``, and ``0.141`` vs ``14.1%``).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 import re
 import string
@@ -25,7 +26,7 @@ from ..results import MetricResult
 from ..sanitize import clean_text, json_safe, safe_repr
 from ..suite import CodeEvaluation, StandardEvaluation
 from ..types import ConversationContext, GraderContext, GraderResult
-from ..usercode import call_user_code, error_text
+from ..usercode import THREADS, error_text, guarded
 
 # ---------------------------------------------------------------------------- numbers
 
@@ -240,7 +241,13 @@ async def _call_grader(
     grader: Callable[..., Any], ctx: GraderContext | ConversationContext, what: str
 ) -> Any:
     """The grader's outcome; a sync grader runs on a daemon thread."""
-    return await call_user_code(grader, ctx, who="grader", what=what)
+    if inspect.iscoroutinefunction(grader):
+        outcome = await guarded(grader(ctx), "grader", abandon_as=f"async {what}")
+    else:
+        outcome = await guarded(THREADS.run(grader, ctx, what=what), "grader")
+    if inspect.isawaitable(outcome):
+        outcome = await guarded(outcome, "grader", abandon_as=f"async {what}")
+    return outcome
 
 
 def _is_bool(value: Any) -> bool:
