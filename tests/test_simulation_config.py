@@ -19,12 +19,11 @@ from multiturn_eval.loader import _Locator, validation_issues
 from multiturn_eval.simulation import config
 from multiturn_eval.simulation.config import (
     CaseSimulation,
-    UserConfig,
-    UserSimulatorConfig,
     check_case,
     merge_simulator,
     resolve_simulator,
 )
+from multiturn_eval.simulation.models import SimulatorConfig, UserConfig, UserSimulatorConfig
 from multiturn_eval.suite import JudgeConfig, _Strict
 from multiturn_eval.yaml_source import parse_yaml
 from tests import simulators
@@ -41,7 +40,7 @@ class _Case(_Strict):
 
 
 class _Suite(_Strict):
-    """The part of a suite file the simulated user touches."""
+    """The part of a suite file the simulated user touches (as Suite will hold it)."""
 
     user_simulator: UserSimulatorConfig | None = None
     judge: JudgeConfig | None = None
@@ -226,7 +225,7 @@ def test_python_simulator_from_the_suite_and_an_llm_override() -> None:
 
 def test_merge_records_where_each_key_came_from() -> None:
     suite = UserSimulatorConfig(model="A", max_tokens=5)
-    case = config.SimulatorConfig(model="B")
+    case = SimulatorConfig(model="B")
     merged = merge_simulator(suite, case, case_path=("test_cases", 2))
     assert merged.values == {"model": "B", "max_tokens": 5}
     assert merged.at("model") == ("test_cases", 2, "user", "simulator", "model")

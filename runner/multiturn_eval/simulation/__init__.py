@@ -2,7 +2,8 @@
 
 The pipeline, one module each::
 
-    config     user_simulator: / user: models, merging, load-time rules (Issues with paths)
+    models     the user_simulator: / user: models (suite.py takes them as they are)
+    config     merging and the load-time rules (Issues with paths), one case's plan
     prompt     the packaged template (prompt.md), {{goal}} ... {{transcript}}, agent text fenced
     base       the simulator protocol: next_step(conversation) -> Step (a turn, or a fault)
     llm        the LLM simulator over a structured call: schema, checking, retry, seed, temperature
@@ -23,12 +24,10 @@ from .config import (
     Issue,
     MergedSimulator,
     ResolvedSimulator,
-    SimulatorConfig,
-    UserConfig,
-    UserSimulatorConfig,
     check_case,
     merge_simulator,
     resolve_simulator,
+    step_bound,
 )
 from .driver import (
     AgentAnswer,
@@ -42,6 +41,7 @@ from .driver import (
 )
 from .fidelity import judge_fidelity
 from .llm import LLMSimulator, StructuredAnswer, StructuredAsk, StructuredCall, Temperatures
+from .models import SimulatorConfig, UserConfig, UserSimulatorConfig
 from .python import PythonSimulator
 from .record import (
     Fidelity,
@@ -86,6 +86,7 @@ __all__ = [
     "simulate",
     "simulation_failed",
     "simulator_context",
+    "step_bound",
     "user_goal_metric",
     "with_fidelity",
 ]
