@@ -3,8 +3,9 @@
 The public API (stable; fields may be added, none removed or renamed)::
 
     from multiturn_eval import (
-        CaseContext, ConversationContext, ConversationTurn, GraderContext, GraderResult, PreviousTurn, SessionError,
-        TokenUsage, ToolInvocation, TurnFile, TurnReply,
+        CaseContext, ConversationContext, ConversationMessage, ConversationTurn, GraderContext,
+        GraderResult, PreviousTurn, SessionError, SimulatorContext, TokenUsage, ToolInvocation,
+        TurnFile, TurnReply, UserTurn,
     )
 
 Everything else in the package may move between releases.
@@ -19,28 +20,34 @@ if TYPE_CHECKING:
     from .types import (
         CaseContext,
         ConversationContext,
+        ConversationMessage,
         ConversationTurn,
         GraderContext,
         GraderResult,
         PreviousTurn,
+        SimulatorContext,
         TokenUsage,
         ToolInvocation,
         TurnFile,
         TurnReply,
+        UserTurn,
     )
 
 __all__ = [
     "CaseContext",
     "ConversationContext",
+    "ConversationMessage",
     "ConversationTurn",
     "GraderContext",
     "GraderResult",
     "PreviousTurn",
     "SessionError",
+    "SimulatorContext",
     "TokenUsage",
     "ToolInvocation",
     "TurnFile",
     "TurnReply",
+    "UserTurn",
     "__version__",
 ]
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
@@ -286,3 +286,98 @@ class GraderResult:
             raise TypeError(f"GraderResult.score must be a number, got {self.score!r}")
         if not 0.0 <= float(self.score) <= 1.0:
             raise ValueError(f"GraderResult.score must be within [0, 1], got {self.score}")
+
+
+# ------------------------------------------------------------------- simulated users
+
+UserOutcome = Literal["goal_met", "gave_up", "out_of_scope"]
+"""How a simulated user may end a conversation (``UserTurn.outcome``)."""
+USER_OUTCOMES: tuple[UserOutcome, ...] = ("goal_met", "gave_up", "out_of_scope")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulatorContext:
+    """What a ``backend: python`` simulator's factory receives, once per run of a test case.
+
+    ``goal``, ``persona``, ``known`` and ``unknown`` are the test case's ``user:``
+    block (``known`` read-only); ``context`` is the test case's ``context:``
+    mapping (read-only); ``run_index`` is 0 on a single run and counts the
+    runs of ``--repeat`` (0, 1, ...), so a simulator can vary between runs.
+    """
+
+    goal: str
+    persona: str | None = None
+    known: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    unknown: tuple[str, ...] = ()
+    test_case_name: str
+    context: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    run_index: int = 0
+
+
+@dataclass(frozen=True)
+class ConversationMessage:
+    """One message of a conversation, as a simulator sees it.
+
+    ``role`` is ``"user"`` (a scripted turn's input, the opening, or a simulated
+    message) or ``"agent"``; on an agent message, ``tool_invocations`` are the
+    calls the agent made in that turn, and ``error`` says why the turn got no
+    reply (then ``text`` is empty).
+    """
+
+    role: Literal["user", "agent"]
+    text: str
+    tool_invocations: tuple[ToolInvocation, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class UserTurn:
+    """A simulated user's next step: a message, the end of the conversation, or both.
+
+    - ``UserTurn(message="...")``: send it and go on (a plain ``str`` means the same);
+    - ``UserTurn(message="thanks!", done=True, outcome="goal_met")``: send it; the
+      agent's reply to it ends the conversation;
+    - ``UserTurn(done=True, outcome="gave_up", reason="...")``: end now, sending nothing.
+
+    ``outcome`` (``"goal_met"``, ``"gave_up"`` or ``"out_of_scope"``) is given with
+    ``done=True`` and only then; ``reason`` says why in a sentence.
+    """
+
+    message: str | None = None
+    done: bool = False
+    outcome: UserOutcome | None = None
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.message is not None and not isinstance(self.message, str):
+            raise TypeError(
+                f"UserTurn.message must be a str or None, got {type(self.message).__name__}"
+            )
+        if not isinstance(self.done, bool):
+            raise TypeError(f"UserTurn.done must be True or False, got {self.done!r}")
+        if self.reason is not None and not isinstance(self.reason, str):
+            raise TypeError(
+                f"UserTurn.reason must be a str or None, got {type(self.reason).__name__}"
+            )
+        if self.outcome is not None and self.outcome not in USER_OUTCOMES:
+            raise ValueError(
+                f"UserTurn.outcome must be one of {', '.join(map(repr, USER_OUTCOMES))}; "
+                f"got {self.outcome!r}"
+            )
+        if self.message is not None and not self.message.strip():
+            raise ValueError(
+                "UserTurn.message is empty; give the text to send, or message=None with done=True"
+            )
+        if self.done and self.outcome is None:
+            raise ValueError(
+                "UserTurn(done=True) needs an outcome: 'goal_met', 'gave_up' or 'out_of_scope'"
+            )
+        if not self.done and self.outcome is not None:
+            raise ValueError(
+                f"UserTurn.outcome={self.outcome!r} ends the conversation: give it with done=True"
+            )
+        if not self.done and self.message is None:
+            raise ValueError(
+                "UserTurn has no message and does not end the conversation; give message=... "
+                "or done=True with an outcome"
+            )

@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import inspect
 import queue
 import sysconfig
 import threading
@@ -402,3 +403,20 @@ class DaemonThreads:
 
 #: one pool for the whole process: agents' sync calls and sync graders
 THREADS = DaemonThreads("user-code")
+
+
+async def call_user_code(fn: Callable[..., Any], *args: Any, who: str, what: str) -> Any:
+    """``fn(*args)`` through the guarded path: async awaited in its own task, sync on a
+    daemon thread (:data:`THREADS`), an awaitable it returns awaited too.
+
+    ``who`` words a non-error BaseException (``the {who} called sys.exit(0)``); ``what``
+    names the call if it is left behind after its timeout (``async {what}`` for async
+    code, which the case runner's warnings tell apart).
+    """
+    if inspect.iscoroutinefunction(fn):
+        value = await guarded(fn(*args), who, abandon_as=f"async {what}")
+    else:
+        value = await guarded(THREADS.run(fn, *args, what=what), who)
+    if inspect.isawaitable(value):
+        value = await guarded(value, who, abandon_as=f"async {what}")
+    return value

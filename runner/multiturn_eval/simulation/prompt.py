@@ -1,0 +1,114 @@
+"""The LLM simulator's prompt: the packaged template (``prompt.md``) or a suite's ``prompt_file``.
+
+A template is text with ``{{name}}`` placeholders, filled in one pass exactly like
+the judges' (:data:`~multiturn_eval.grading.judges.prompt.PLACEHOLDER`: text put
+in is never scanned again, so an agent reply containing ``{{goal}}`` stays as it
+is):
+
+- ``{{goal}}``, ``{{persona}}``: the test case's ``user:`` texts (trusted: they
+  come from the suite); a missing persona reads "(none given: write plainly)";
+- ``{{known}}``: one ``- name: value`` line per known fact (values that are not
+  text as JSON), or "(none)";
+- ``{{unknown}}``: one ``- fact`` line per unknown fact, or "(none)";
+- ``{{transcript}}``: the conversation so far, oldest first. The user's messages
+  (scripted turns, the opening, the simulator's own) are written plainly; every
+  agent message is fenced and labelled as untrusted data with the judges' own
+  :func:`~multiturn_eval.grading.judges.prompt.data_block`, so a reply saying "end
+  the conversation as goal met" arrives inside a fence it cannot close. An agent
+  turn that got no reply reads "(no reply)". The agent's tool calls are not
+  shown: a user does not see them.
+
+The goal, persona, known and unknown facts go to the simulator only; nothing of
+the template is ever sent to the agent (the driver sends the simulator's
+``message`` and nothing else).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+from ..grading.judges.prompt import PLACEHOLDER, data_block
+from ..types import ConversationMessage
+
+PLACEHOLDERS = frozenset({"goal", "persona", "known", "unknown", "transcript"})
+REQUIRED = ("goal", "transcript")
+"""A prompt without the goal or the conversation cannot play the user."""
+NO_PERSONA = "(none given: write plainly)"
+NONE = "(none)"
+EMPTY_TRANSCRIPT = "(nothing yet: write the first message of the conversation)"
+
+
+@functools.cache
+def packaged_template() -> str:
+    """The template shipped in the package (``simulation/prompt.md``)."""
+    return resources.files(__package__).joinpath("prompt.md").read_text(encoding="utf-8")
+
+
+def template_problem(template: str) -> str | None:
+    """Why ``template`` cannot be a simulated user's prompt (unknown placeholders...), or None."""
+    names = {m.group(1) for m in PLACEHOLDER.finditer(template)}
+    unknown = sorted(names - PLACEHOLDERS)
+    if unknown:
+        return (
+            f"unknown placeholder {{{{{unknown[0]}}}}}; a simulated user's prompt knows "
+            + ", ".join(f"{{{{{n}}}}}" for n in sorted(PLACEHOLDERS))
+        )
+    for name in REQUIRED:
+        if name not in names:
+            return f"the prompt has no {{{{{name}}}}} placeholder"
+    return None
+
+
+def _value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return " ".join(text.split())
+
+
+def known_text(known: Mapping[str, Any]) -> str:
+    return "\n".join(f"- {name}: {_value(value)}" for name, value in known.items()) or NONE
+
+
+def unknown_text(unknown: Sequence[str]) -> str:
+    return "\n".join(f"- {_value(fact)}" for fact in unknown) or NONE
+
+
+def transcript_text(conversation: Sequence[ConversationMessage]) -> str:
+    """The conversation for the simulator: user messages plain, agent messages fenced."""
+    parts: list[str] = []
+    user_count = 0
+    for message in conversation:
+        if message.role == "user":
+            user_count += 1
+            parts.append(f"[message {user_count}] user:\n{message.text}")
+        elif message.error is not None and not message.text:
+            parts.append(f"[message {user_count}] agent: (no reply)")
+        else:
+            parts.append(
+                f"[message {user_count}] agent:\n"
+                + data_block(f"the agent's reply to message {user_count}", message.text)
+            )
+    return "\n\n".join(parts) if parts else EMPTY_TRANSCRIPT
+
+
+def render(
+    template: str,
+    *,
+    goal: str,
+    persona: str | None,
+    known: Mapping[str, Any],
+    unknown: Sequence[str],
+    conversation: Sequence[ConversationMessage],
+) -> str:
+    """The prompt for the simulated user's next step (see the module docstring)."""
+    values = {
+        "goal": goal.strip(),
+        "persona": persona.strip() if persona and persona.strip() else NO_PERSONA,
+        "known": known_text(known),
+        "unknown": unknown_text(unknown),
+        "transcript": transcript_text(conversation),
+    }
+    return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)

@@ -1,0 +1,193 @@
+"""Simulated users and fakes for the simulation tests (``tests/test_simulation_*.py``).
+
+- :class:`FakeCall`: a :class:`~multiturn_eval.simulation.StructuredCall` that answers
+  from a script and keeps every request it got (the phase-2 chat core is the real one);
+- :class:`Agent`: an agent for the driver's ``send`` that answers from a script and keeps
+  every message it received;
+- python simulators (factories named ``tests.simulators:...`` in suites).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from multiturn_eval import ConversationMessage, SimulatorContext, TokenUsage, UserTurn
+from multiturn_eval.errors import BackendError
+from multiturn_eval.simulation import AgentAnswer, Outgoing, StructuredAnswer, StructuredAsk
+
+# ------------------------------------------------------------------------ the LLM side
+
+ScriptItem = dict[str, Any] | StructuredAnswer | BaseException | Callable[[StructuredAsk], Any]
+
+
+def reply(
+    message: str | None = None,
+    done: bool = False,
+    outcome: str | None = None,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """A well-formed simulator reply."""
+    return {"message": message, "done": done, "outcome": outcome, "reason": reason}
+
+
+@dataclass
+class FakeCall:
+    """Answers each structured request with the next scripted item.
+
+    An item is the reply object (a dict or anything else: sent as ``data``), a
+    :class:`StructuredAnswer` as it is, an exception to raise, or a callable of the
+    request returning one of those.
+    """
+
+    script: list[ScriptItem]
+    usage: TokenUsage = field(
+        default_factory=lambda: TokenUsage(prompt_tokens=100, completion_tokens=20)
+    )
+    cost: float | None = 0.001
+    asks: list[StructuredAsk] = field(default_factory=list)
+
+    async def __call__(self, ask: StructuredAsk) -> StructuredAnswer:
+        self.asks.append(ask)
+        if not self.script:
+            raise AssertionError(f"no scripted answer left for request {len(self.asks)}")
+        item = self.script.pop(0)
+        if callable(item) and not isinstance(item, BaseException):
+            item = item(ask)
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, StructuredAnswer):
+            return item
+        return StructuredAnswer(data=item, problem=None, usage=self.usage, cost_usd=self.cost)
+
+
+def status_error(status: int, message: str) -> BackendError:
+    return BackendError(message, status_code=status)
+
+
+# ----------------------------------------------------------------------- the agent side
+
+
+@dataclass
+class Agent:
+    """The case runner's side of the driver, reduced to answers from a script.
+
+    Each item is a reply text, an :class:`AgentAnswer`, or a callable of the
+    message returning either. Past the script, it echoes.
+    """
+
+    script: list[str | AgentAnswer | Callable[[str], str | AgentAnswer]] = field(
+        default_factory=list
+    )
+    received: list[Outgoing] = field(default_factory=list)
+
+    async def __call__(self, outgoing: Outgoing) -> AgentAnswer:
+        self.received.append(outgoing)
+        item = self.script.pop(0) if self.script else f"you said: {outgoing.text}"
+        if callable(item):
+            item = item(outgoing.text)
+        return item if isinstance(item, AgentAnswer) else AgentAnswer(item)
+
+
+def session_error(message: str = "SessionError: lost") -> AgentAnswer:
+    return AgentAnswer(None, error=message, session_error=True)
+
+
+# -------------------------------------------------------------------- python simulators
+
+
+class ScriptedUser:
+    """Says the items of ``ctx.context['say']`` in order (strings or UserTurn keyword dicts)."""
+
+    def __init__(self, ctx: SimulatorContext) -> None:
+        self.items = list(ctx.context.get("say", []))
+        self.seen: list[tuple[ConversationMessage, ...]] = []
+
+    def next_message(self, conversation: tuple[ConversationMessage, ...]) -> str | UserTurn:
+        self.seen.append(conversation)
+        item = self.items.pop(0)
+        return UserTurn(**item) if isinstance(item, dict) else item
+
+
+def scripted(ctx: SimulatorContext) -> ScriptedUser:
+    return ScriptedUser(ctx)
+
+
+class Saying:
+    """A python simulator object built in a test: returns ``items`` one by one."""
+
+    def __init__(self, items: Sequence[Any]) -> None:
+        self.items = list(items)
+        self.seen: list[tuple[ConversationMessage, ...]] = []
+
+    def next_message(self, conversation: tuple[ConversationMessage, ...]) -> Any:
+        self.seen.append(conversation)
+        item = self.items.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+
+class AsyncSaying(Saying):
+    async def next_message(self, conversation: tuple[ConversationMessage, ...]) -> Any:
+        await asyncio.sleep(0)
+        return Saying.next_message(self, conversation)
+
+
+class Stuck:
+    """A sync next_message that never returns (until ``release`` is set)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def next_message(self, conversation: tuple[ConversationMessage, ...]) -> str:
+        self.release.wait(30)
+        return "too late"
+
+
+class AsyncStuck:
+    """An async next_message that never returns."""
+
+    async def next_message(self, conversation: tuple[ConversationMessage, ...]) -> str:
+        await asyncio.Event().wait()
+        return "never"
+
+
+class Stubborn:
+    """An async next_message that swallows its cancellation and keeps going for a while."""
+
+    async def next_message(self, conversation: tuple[ConversationMessage, ...]) -> str:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue
+        return "finally"
+
+
+def no_args() -> Saying:  # a factory with the wrong signature
+    return Saying([])
+
+
+def two_args(ctx: SimulatorContext, extra: int) -> Saying:
+    return Saying([])
+
+
+async def async_factory(ctx: SimulatorContext) -> Saying:
+    return Saying(["hello from an async factory"])
+
+
+def broken_factory(ctx: SimulatorContext) -> Saying:
+    raise RuntimeError("the factory is broken")
+
+
+def no_method(ctx: SimulatorContext) -> object:
+    return object()
+
+
+NOT_CALLABLE = 42
