@@ -159,18 +159,38 @@ def _argument_error(exc: ValidationError) -> str:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Tool:
-    """A Python callable as a model sees it, plus a validated way to call it."""
+    """A tool as a model sees it -- name, description, JSON Schema -- and a way to call it.
+
+    Two kinds: :class:`FunctionTool`, a Python callable of the suite's ``agent.tools``
+    (:meth:`Tool.from_function`), and an MCP server's tool
+    (:class:`~multiturn_eval.tools.mcp_servers.McpTool`). A backend needs no more
+    than this class: the provider shapes, and :meth:`call` (through
+    :meth:`ToolSet.call <multiturn_eval.tools.ToolSet.call>`).
+    """
 
     name: str
     description: str
     parameters: Mapping[str, Any]
     """JSON Schema (``type: object``) of the arguments the model sends."""
-    function: Callable[..., Any]
-    arguments_model: type[BaseModel]
-    context_parameter: str | None = None
-    """The parameter that receives the test case's CaseContext, if any."""
-    positional_only: tuple[str, ...] = ()
-    is_async: bool = False
+
+    @property
+    def server(self) -> str | None:
+        """The MCP server that serves this tool; None for a Python tool."""
+        return None
+
+    async def call(
+        self,
+        arguments: Mapping[str, Any] | str | None,
+        case: CaseContext | None = None,
+        *,
+        executor: Executor | None = None,
+    ) -> ToolOutcome:
+        """Run one call and record it; never raises (except cancellation).
+
+        An MCP tool also raises a :class:`~multiturn_eval.errors.SessionError` when
+        its server crashed: the turn fails, as the crash rule says.
+        """
+        raise NotImplementedError
 
     @classmethod
     def from_function(
@@ -179,7 +199,52 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
-    ) -> Tool:
+    ) -> FunctionTool:
+        """A Python callable as a tool; :class:`ToolDefinitionError` says what is wrong with it."""
+        return FunctionTool.from_callable(fn, name=name, description=description)
+
+    # ----------------------------------------------------------------- provider shapes
+
+    def anthropic_schema(self) -> dict[str, Any]:
+        """The Messages API ``tools`` entry."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "input_schema": copy.deepcopy(dict(self.parameters)),
+        }
+        if self.description:
+            out["description"] = self.description
+        return out
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The Chat Completions ``tools`` entry."""
+        function: dict[str, Any] = {
+            "name": self.name,
+            "parameters": copy.deepcopy(dict(self.parameters)),
+        }
+        if self.description:
+            function["description"] = self.description
+        return {"type": "function", "function": function}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FunctionTool(Tool):
+    """A Python callable as a model sees it, plus a validated way to call it."""
+
+    function: Callable[..., Any]
+    arguments_model: type[BaseModel]
+    context_parameter: str | None = None
+    """The parameter that receives the test case's CaseContext, if any."""
+    positional_only: tuple[str, ...] = ()
+    is_async: bool = False
+
+    @classmethod
+    def from_callable(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> FunctionTool:
         """Build a tool; :class:`ToolDefinitionError` says what is wrong with the callable."""
         if not callable(fn):
             raise ToolDefinitionError(f"{type(fn).__name__} is not callable")
@@ -284,28 +349,6 @@ class Tool:
         from .calls import call_tool
 
         return await call_tool(self, arguments, case, executor=executor)
-
-    # ----------------------------------------------------------------- provider shapes
-
-    def anthropic_schema(self) -> dict[str, Any]:
-        """The Messages API ``tools`` entry."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "input_schema": copy.deepcopy(dict(self.parameters)),
-        }
-        if self.description:
-            out["description"] = self.description
-        return out
-
-    def openai_schema(self) -> dict[str, Any]:
-        """The Chat Completions ``tools`` entry."""
-        function: dict[str, Any] = {
-            "name": self.name,
-            "parameters": copy.deepcopy(dict(self.parameters)),
-        }
-        if self.description:
-            function["description"] = self.description
-        return {"type": "function", "function": function}
 
 
 def _first_sentence(exc: Exception) -> str:
