@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("anthropic", "semantic_kernel", "openai")
+HEAVY = ("anthropic", "semantic_kernel", "openai", "mcp")
 
 PROBE = textwrap.dedent(
     """

@@ -35,7 +35,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import mcp.types as types
@@ -56,6 +56,8 @@ CLOSE_LIMIT = 5.0
 INTERRUPTED_CLOSE_LIMIT = 0.3
 #: the HTTP client's connect/write timeout (reads are bounded by the call's own timeout)
 HTTP_TIMEOUT = 30.0
+#: how long a crash's error waits for the process's exit status
+EXIT_STATUS_WAIT = 0.5
 #: the JSON-RPC error code the SDK gives pending requests when the connection closed
 CONNECTION_CLOSED = -32000
 
@@ -89,10 +91,23 @@ class _Instance:
     process: StdioProcess | None = None
     owner: asyncio.Task[None] | None = None
     end_reason: str | None = None
+    lost: bool = False
+    """A call found the connection gone (the instance is on its way out)."""
 
     @property
     def alive(self) -> bool:
-        return self.session is not None and not self.ended.is_set()
+        return self.session is not None and not self.ended.is_set() and not self.lost
+
+    async def wait_for_end(self) -> None:
+        """Until the instance is told to stop, or its process exits."""
+        waits = [asyncio.ensure_future(self.stop.wait())]
+        if self.process is not None:
+            waits.append(asyncio.ensure_future(self.process.exited.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waits:
+                waiter.cancel()
 
     def stderr_text(self) -> str:
         return self.process.stderr.text() if self.process is not None else ""
@@ -209,7 +224,7 @@ class McpServer:
                     tools = await _list_tools(session, self.config)
                     instance.session = session
                     ready.set_result(tools)
-                    await instance.stop.wait()
+                    await instance.wait_for_end()
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
@@ -274,7 +289,7 @@ class McpServer:
             with contextlib.suppress(BaseException):
                 await request
             if instance.ended.is_set():
-                self._crashed(instance, f"during the call to {name!r}")
+                await self._crashed(instance, f"during the call to {name!r}")
             return CallResult(
                 f"the MCP server {self.name!r} did not answer the call to {name!r} within {why}",
                 is_error=True,
@@ -284,7 +299,7 @@ class McpServer:
             self._crashes_in_a_row = 0
             return _result(request.result())
         if _connection_lost(exc) or instance.ended.is_set():
-            self._crashed(instance, f"during the call to {name!r}")
+            await self._crashed(instance, f"during the call to {name!r}")
         return CallResult(f"the MCP server {self.name!r} failed: {_error_text(exc)}", is_error=True)
 
     async def _running(self) -> _Instance:
@@ -316,9 +331,15 @@ class McpServer:
             self._crashed_generation = instance.generation
             self._crashes_in_a_row += 1
 
-    def _crashed(self, instance: _Instance, when: str) -> None:
+    async def _crashed(self, instance: _Instance, when: str) -> NoReturn:
+        instance.lost = True
+        instance.stop.set()  # its task leaves the session and closes what is left
         self._count_crash(instance)
         if instance.process is not None:
+            # the pipe closes a moment before the exit status is known: wait for it, briefly
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(EXIT_STATUS_WAIT):
+                    await instance.process.exited.wait()
             what = instance.process.exit_text()
         else:
             what = f"lost its connection ({instance.end_reason or 'closed'})"
