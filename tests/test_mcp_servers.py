@@ -87,9 +87,9 @@ def free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    """The toolbox over streamable HTTP on 127.0.0.1."""
+@contextlib.contextmanager
+def http_toolbox() -> Iterator[str]:
+    """The toolbox over streamable HTTP on 127.0.0.1; its URL."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, str(TOOLBOX), "--http", str(port)],
@@ -107,6 +107,12 @@ def http_url() -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    with http_toolbox() as url:
+        yield url
 
 
 def python_tools() -> ToolSet:
@@ -557,6 +563,30 @@ def test_a_crash_fails_the_turn_the_next_call_restarts_and_two_in_a_row_end_the_
     assert wait_gone([out["first_pid"], out["second_pid"], out["third_pid"]]) == []
 
 
+def test_a_url_server_that_dies_mid_call_fails_the_turn_and_cannot_come_back() -> None:
+    async def go(url: str) -> tuple[McpServerCrashed, McpServerCrashed]:
+        servers = McpServers(
+            [McpServerConfig(name="search", url=url, startup_timeout=5)], env=RUN_ENV
+        )
+        await servers.start(ToolSet())
+        case = await servers.open_case()
+        try:
+            assert (await case.toolset.call("increment", {})).content == "1"
+            with pytest.raises(McpServerCrashed) as crash:
+                await case.toolset.call("crash", {})
+            with pytest.raises(McpServerCrashed) as restart:
+                await case.toolset.call("increment", {})
+            return crash.value, restart.value
+        finally:
+            await case.aclose()
+
+    with http_toolbox() as url:
+        crash, restart = run(go(url))
+    assert crash.session_alive and "MCP server 'search' (streamable HTTP" in str(crash)
+    assert "lost its connection" in str(crash) and "during the call to 'crash'" in str(crash)
+    assert not restart.session_alive and "restarting it after it stopped" in str(restart)
+
+
 def test_a_server_that_cannot_restart_ends_the_session(tmp_path: Path) -> None:
     mark = tmp_path / "crashed"
 
@@ -673,10 +703,24 @@ def test_no_process_outlives_its_case_grandchildren_included() -> None:
     assert wait_gone(run(go())) == []
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
-def test_a_runner_stopped_mid_call_leaves_no_server_process(sig: signal.Signals) -> None:
-    """SIGTERM and SIGINT: every server and grandchild; SIGKILL: the servers (they die with it)."""
+@pytest.mark.parametrize(
+    ("sig", "stall"),
+    [
+        (signal.SIGTERM, False),
+        (signal.SIGINT, False),
+        (signal.SIGTERM, True),
+        (signal.SIGKILL, False),
+    ],
+    ids=["SIGTERM", "SIGINT", "SIGTERM-loop-blocked", "SIGKILL"],
+)
+def test_a_runner_stopped_mid_call_leaves_no_server_process(
+    sig: signal.Signals, stall: bool
+) -> None:
+    """SIGTERM and SIGINT: every server and grandchild, also when the loop is blocked and the
+    watchdog ends the process (os._exit); SIGKILL: the servers (they die with the runner)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "runner"), str(ROOT)])}
+    if stall:
+        env["SIGNAL_RUNNER_STALL"] = "1"
     runner = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "mcp_servers" / "signal_runner.py")],
         stdout=subprocess.PIPE,

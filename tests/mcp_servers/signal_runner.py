@@ -7,12 +7,17 @@ The real InterruptGuard owns the signals and cancels the run's task (as
 (``scope: run``) each spawn a grandchild, then every case hangs in a tool call.
 Prints one JSON line with every process id, then waits to be stopped. The test
 checks that none of those processes is left once this one has exited.
+
+With ``SIGNAL_RUNNER_STALL=1`` the event loop blocks once the run is stopped (a
+stuck sync close): the guard's watchdog then ends the process with ``os._exit``,
+which skips ``atexit`` but not the hook that kills the server groups.
 """
 
 import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from multiturn_eval.interrupts import InterruptGuard
@@ -48,6 +53,8 @@ async def run(guard: InterruptGuard) -> None:
         print(json.dumps({"servers": pids, "children": [int(c) for c in children]}), flush=True)
         await asyncio.gather(*(t.call("hang", {}) for t in toolsets))
     finally:  # as the case runner and the run do: each case closes, then the run
+        if os.environ.get("SIGNAL_RUNNER_STALL"):
+            time.sleep(60)  # noqa: ASYNC251 - blocks the loop: only the watchdog can end the process
         for case in cases:
             await case.aclose()
         await per_case.aclose()

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -249,7 +249,14 @@ class McpServer:
             finally:
                 await process.aclose(0 if _cancelling() else CLOSE_GRACE)
             return
-        async with _http_streams(config) as streams:
+
+        def broken(exc: BaseException) -> None:
+            if not instance.stop.is_set():
+                instance.end_reason = exception_text(exc)
+                instance.lost = True
+                instance.stop.set()
+
+        async with _http_streams(config, broken) as streams:
             yield streams
 
     # --------------------------------------------------------------------- calling
@@ -412,27 +419,88 @@ async def _next_page(session: ClientSession, cursor: str) -> types.ListToolsResu
 
 
 @contextlib.asynccontextmanager
-async def _http_streams(config: McpServerConfig) -> AsyncIterator[_Streams]:
-    """The SDK's streamable-HTTP transport, with the server's headers on every request."""
+async def _http_streams(
+    config: McpServerConfig, on_broken: Callable[[BaseException], None]
+) -> AsyncIterator[_Streams]:
+    """The SDK's streamable-HTTP transport, with the server's headers on every request.
+
+    The SDK only logs a POST whose response stream breaks (the server died
+    mid-call) and leaves the request waiting; the client's transport is wrapped so
+    that such a break calls ``on_broken``, and the call fails as a crash.
+    """
     import httpx
     from mcp.client import streamable_http
 
     assert config.url is not None
-    headers = dict(config.headers)
-    modern = getattr(streamable_http, "streamable_http_client", None)
-    if modern is not None:
-        client = httpx.AsyncClient(
-            headers=headers,
+    watched = _watched_transport(httpx, on_broken)
+
+    def client(**extra: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            headers=dict(config.headers),
             timeout=httpx.Timeout(HTTP_TIMEOUT, read=None),
             follow_redirects=True,
+            transport=watched,
+            **{k: v for k, v in extra.items() if k == "auth" and v is not None},
         )
-        async with client, modern(config.url, http_client=client) as (read, write, _):
+
+    modern = getattr(streamable_http, "streamable_http_client", None)
+    if modern is not None:
+        async with client() as http, modern(config.url, http_client=http) as (read, write, _):
             yield read, write
         return
+
+    def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> httpx.AsyncClient:
+        return client(auth=auth)
+
     async with streamable_http.streamablehttp_client(  # mcp < 1.24
-        config.url, headers=headers, timeout=HTTP_TIMEOUT, sse_read_timeout=24 * 3600.0
+        config.url, httpx_client_factory=factory
     ) as (read, write, _):
         yield read, write
+
+
+def _watched_transport(httpx: Any, on_broken: Callable[[BaseException], None]) -> Any:
+    """An httpx transport that reports a POST whose connection or response stream broke."""
+
+    class WatchedStream(httpx.AsyncByteStream):  # type: ignore[misc]
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            try:
+                async for chunk in self._inner:
+                    yield chunk
+            except httpx.TransportError as exc:
+                on_broken(exc)
+                raise
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    class Watched(httpx.AsyncBaseTransport):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self._inner = httpx.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            post = request.method == "POST"
+            try:
+                response = await self._inner.handle_async_request(request)
+            except httpx.TransportError as exc:
+                if post:
+                    on_broken(exc)
+                raise
+            if not post:
+                return response
+            return httpx.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=WatchedStream(response.stream),
+                extensions=response.extensions,
+            )
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return Watched()
 
 
 def _connection_lost(exc: BaseException) -> bool:

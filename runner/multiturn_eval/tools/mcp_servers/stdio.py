@@ -44,6 +44,7 @@ import anyio
 import mcp.types as types
 from mcp.shared.message import SessionMessage
 
+from ...interrupts import before_hard_exit
 from .config import PASSED_ENV, McpServerConfig
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ def kill_all() -> None:
 
 
 atexit.register(kill_all)
+before_hard_exit(kill_all)  # a second signal, or a run that could not stop: os._exit
 
 
 def _killpg(pgid: int, sig: int) -> None:
