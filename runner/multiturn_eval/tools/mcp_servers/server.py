@@ -86,6 +86,10 @@ class _Instance:
     generation: int
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    """Done when ``ended`` is set: every call waits on this one future (no task per call)."""
     step: str = "start"
     session: ClientSession | None = None
     process: StdioProcess | None = None
@@ -161,21 +165,18 @@ class McpServer:
         started = time.perf_counter()
         self._generation += 1
         instance = self._current = _Instance(self._generation)
-        ready: asyncio.Future[tuple[types.Tool, ...]] = asyncio.get_running_loop().create_future()
+        ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         instance.owner = asyncio.create_task(
             self._own(instance, ready), name=f"mcp-server-{config.name}"
         )
-        ended: asyncio.Future[Any] = asyncio.ensure_future(instance.ended.wait())
         try:
             async with asyncio.timeout(config.startup_timeout):
-                await asyncio.wait({ready, ended}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({ready, instance.finished}, return_when=asyncio.FIRST_COMPLETED)
         except TimeoutError:
             pass
         except BaseException:
             await self._stop_instance(at_once=True)
             raise
-        finally:
-            ended.cancel()
         if ready.done() and not ready.cancelled() and ready.exception() is None:
             tools = ready.result()
             if self.starts == 0:
@@ -237,6 +238,8 @@ class McpServer:
         finally:
             instance.session = None
             instance.ended.set()
+            if not instance.finished.done():
+                instance.finished.set_result(None)
 
     @contextlib.asynccontextmanager
     async def _transport(self, instance: _Instance) -> AsyncIterator[_Streams]:
@@ -279,18 +282,15 @@ class McpServer:
         assert instance.session is not None
         timeout, why = self.call_timeout()
         request: asyncio.Future[Any] = asyncio.ensure_future(
-            instance.session.call_tool(name, dict(arguments))
+            _call_tool(instance.session, name, dict(arguments))
         )
-        waiter: asyncio.Future[Any] = asyncio.ensure_future(instance.ended.wait())
         try:
             done, _ = await asyncio.wait(
-                {request, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                {request, instance.finished}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
         except BaseException:
             request.cancel()
             raise
-        finally:
-            waiter.cancel()
         if request not in done:
             request.cancel()
             with contextlib.suppress(BaseException):
@@ -386,6 +386,22 @@ class McpServer:
             if instance.process is not None:
                 instance.process.kill_now()
             instance.owner = None
+
+
+async def _call_tool(
+    session: ClientSession, name: str, arguments: dict[str, Any]
+) -> types.CallToolResult:
+    """``tools/call``, as ``ClientSession.call_tool`` sends it, without its output check.
+
+    ``call_tool`` also validates a result's ``structuredContent`` against the tool's
+    ``outputSchema`` (checking the schema itself on every call: most of the SDK's CPU
+    per call, see bench/README.md). The model reads the text content, which that check
+    does not look at, so the request goes out through ``send_request`` directly.
+    """
+    request = types.CallToolRequest(
+        method="tools/call", params=types.CallToolRequestParams(name=name, arguments=arguments)
+    )
+    return await session.send_request(types.ClientRequest(request), types.CallToolResult)
 
 
 _STEPS = {
