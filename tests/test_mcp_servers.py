@@ -115,6 +115,15 @@ def http_url() -> Iterator[str]:
         yield url
 
 
+async def start_and_open(*configs: McpServerConfig) -> None:
+    """Start the run's servers, then open a case (each step may raise)."""
+    servers = McpServers(configs, env=RUN_ENV)
+    await servers.start(ToolSet())
+    case = await servers.open_case()
+    await case.aclose()
+    await servers.aclose()
+
+
 def python_tools() -> ToolSet:
     return ToolSet([Tool.from_function(tool_funcs.subtract)])
 
@@ -309,13 +318,8 @@ def test_a_server_that_cannot_start_is_an_error_naming_it(scope: str) -> None:
         name="billing", command="/nonexistent/billing-server", scope=scope, index=2
     )
 
-    async def go() -> None:
-        servers = McpServers([config], env=RUN_ENV)
-        await servers.start(ToolSet())
-        await servers.open_case()
-
     with pytest.raises(McpServerError) as caught:
-        run(go())
+        run(start_and_open(config))
     assert caught.value.server == "billing" and caught.value.index == 2
     assert "MCP server 'billing' (stdio: /nonexistent/billing-server) could not be started" in str(
         caught.value
@@ -339,13 +343,8 @@ def test_a_server_that_exits_at_start_gives_its_stderr_lines() -> None:
 def test_a_server_that_never_answers_initialize_is_bounded_by_startup_timeout(
     scope: str,
 ) -> None:
-    async def go() -> None:
-        servers = McpServers([stdio(mode="no-init", scope=scope, startup_timeout=1.0)], env=RUN_ENV)
-        await servers.start(ToolSet())
-        await servers.open_case()
-
     with pytest.raises(McpServerError) as caught:
-        run(go())
+        run(start_and_open(stdio(mode="no-init", scope=scope, startup_timeout=1.0)))
     message = str(caught.value)
     assert "did not finish answering initialize within 1 s (startup_timeout)" in message
     assert "toolbox: warming up a cache that never finishes" in message
@@ -365,13 +364,8 @@ def test_a_url_nobody_answers_is_a_start_error() -> None:
         name="search", url=f"http://127.0.0.1:{free_port()}/mcp", startup_timeout=10
     )
 
-    async def go() -> None:
-        servers = McpServers([config], env=RUN_ENV)
-        await servers.start(ToolSet())
-        await servers.open_case()
-
     with pytest.raises(McpServerError) as caught:
-        run(go())
+        run(start_and_open(config))
     assert "MCP server 'search' (streamable HTTP: http://127.0.0.1:" in str(caught.value)
     assert "ConnectError" in str(caught.value) or "onnect" in str(caught.value)
 
@@ -440,13 +434,8 @@ def test_a_name_clash_with_a_python_tool_names_both_sources() -> None:
 
 
 def test_two_servers_offering_one_tool_name_is_an_error_naming_both() -> None:
-    async def go() -> None:
-        servers = McpServers([stdio("billing"), stdio("billing-eu")], env=RUN_ENV)
-        await servers.start(ToolSet())
-        await servers.open_case()
-
     with pytest.raises(McpServerError) as caught:
-        run(go())
+        run(start_and_open(stdio("billing"), stdio("billing-eu")))
     assert "MCP server 'billing'" in str(caught.value)
     assert "MCP server 'billing-eu'" in str(caught.value)
 

@@ -201,51 +201,6 @@ class Tool:
         description: str | None = None,
     ) -> FunctionTool:
         """A Python callable as a tool; :class:`ToolDefinitionError` says what is wrong with it."""
-        return FunctionTool.from_callable(fn, name=name, description=description)
-
-    # ----------------------------------------------------------------- provider shapes
-
-    def anthropic_schema(self) -> dict[str, Any]:
-        """The Messages API ``tools`` entry."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "input_schema": copy.deepcopy(dict(self.parameters)),
-        }
-        if self.description:
-            out["description"] = self.description
-        return out
-
-    def openai_schema(self) -> dict[str, Any]:
-        """The Chat Completions ``tools`` entry."""
-        function: dict[str, Any] = {
-            "name": self.name,
-            "parameters": copy.deepcopy(dict(self.parameters)),
-        }
-        if self.description:
-            function["description"] = self.description
-        return {"type": "function", "function": function}
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class FunctionTool(Tool):
-    """A Python callable as a model sees it, plus a validated way to call it."""
-
-    function: Callable[..., Any]
-    arguments_model: type[BaseModel]
-    context_parameter: str | None = None
-    """The parameter that receives the test case's CaseContext, if any."""
-    positional_only: tuple[str, ...] = ()
-    is_async: bool = False
-
-    @classmethod
-    def from_callable(
-        cls,
-        fn: Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-    ) -> FunctionTool:
-        """Build a tool; :class:`ToolDefinitionError` says what is wrong with the callable."""
         if not callable(fn):
             raise ToolDefinitionError(f"{type(fn).__name__} is not callable")
         tool_name = name or _default_name(fn)
@@ -317,7 +272,7 @@ class FunctionTool(Tool):
         schema = _drop_titles(_inline_refs(schema))
         schema.setdefault("properties", {})
         schema.pop("additionalProperties", None)
-        return cls(
+        return FunctionTool(
             name=tool_name,
             description=(description if description is not None else doc_text).strip(),
             parameters=schema,
@@ -327,6 +282,40 @@ class FunctionTool(Tool):
             positional_only=tuple(positional_only),
             is_async=_is_async(fn),
         )
+
+    # ----------------------------------------------------------------- provider shapes
+
+    def anthropic_schema(self) -> dict[str, Any]:
+        """The Messages API ``tools`` entry."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "input_schema": copy.deepcopy(dict(self.parameters)),
+        }
+        if self.description:
+            out["description"] = self.description
+        return out
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The Chat Completions ``tools`` entry."""
+        function: dict[str, Any] = {
+            "name": self.name,
+            "parameters": copy.deepcopy(dict(self.parameters)),
+        }
+        if self.description:
+            function["description"] = self.description
+        return {"type": "function", "function": function}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FunctionTool(Tool):
+    """A Python callable as a model sees it, plus a validated way to call it."""
+
+    function: Callable[..., Any]
+    arguments_model: type[BaseModel]
+    context_parameter: str | None = None
+    """The parameter that receives the test case's CaseContext, if any."""
+    positional_only: tuple[str, ...] = ()
+    is_async: bool = False
 
     # ------------------------------------------------------------------------ calling
 
