@@ -402,6 +402,21 @@ def test_an_input_schema_that_is_not_json_schema_names_server_and_tool() -> None
     assert "not a valid JSON Schema: at properties/n/type" in message
 
 
+def test_a_tool_list_in_pages_is_read_whole_and_an_endless_one_is_an_error() -> None:
+    async def go(mode: str) -> tuple[list[str], str]:
+        servers = McpServers([stdio(mode=mode, scope="run")], env=RUN_ENV)
+        toolset = await servers.start(ToolSet())
+        try:
+            return [t.name for t in toolset], (await toolset.call("echo_6", {})).content
+        finally:
+            await servers.aclose()
+
+    names, called = run(go("paged"))
+    assert names == [f"echo_{i}" for i in range(7)] and called == "echo_6 called"
+    with pytest.raises(McpServerError, match=r"listed more than 100 pages of tools"):
+        run(go("endless-pages"))
+
+
 def test_a_tool_name_a_model_cannot_take_is_an_error_unless_left_out() -> None:
     async def go(tools: tuple[str, ...] | None) -> list[str]:
         servers = McpServers([stdio(mode="dotted", scope="run", tools=tools)], env=RUN_ENV)

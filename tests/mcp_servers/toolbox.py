@@ -6,7 +6,9 @@ Over stdio by default; ``--http PORT`` serves streamable HTTP on 127.0.0.1:PORT/
 Modes: ``normal`` (the billing-style tools below), ``no-init`` (never answers
 ``initialize``), ``exit-at-start`` (exits 1 before it answers), ``bad-schema``
 (one tool's inputSchema is not a JSON Schema), ``clash`` (a tool named like the
-Python tools of the tests), ``paged`` (its tool list comes in pages).
+Python tools of the tests), ``dotted`` (a tool name a model cannot take),
+``paged`` (seven tools, listed three a page), ``endless-pages`` (a cursor that
+never ends).
 """
 
 import argparse
@@ -112,7 +114,8 @@ def normal_server(port: int | None) -> Any:
     return server
 
 
-def lowlevel_server(tools: list[Any], pages: int = 1) -> Any:
+def lowlevel_server(tools: list[Any], page_size: int = 0, endless: bool = False) -> Any:
+    """The SDK's low-level server; with ``page_size`` its tool list comes in pages."""
     import mcp.types as types
     from mcp.server.lowlevel import Server
 
@@ -121,6 +124,23 @@ def lowlevel_server(tools: list[Any], pages: int = 1) -> Any:
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
         return tools
+
+    async def paged(request: types.ListToolsRequest | None) -> types.ServerResult:
+        if request is None:  # the SDK's own look-up before a call: every tool
+            return types.ServerResult(types.ListToolsResult(tools=tools))
+        params = request.params
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        end = start + page_size
+        more = endless or end < len(tools)
+        return types.ServerResult(
+            types.ListToolsResult(
+                tools=tools[start % len(tools) : end] if not endless else tools[:1],
+                nextCursor=str(end) if more else None,
+            )
+        )
+
+    if page_size:  # registered as the handler itself: a cursor works with every 1.x server
+        server.request_handlers[types.ListToolsRequest] = paged
 
     @server.call_tool()
     async def call_tool(name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
@@ -151,6 +171,16 @@ def main() -> None:
     if args.mode == "exit-at-start":
         sys.stderr.write("toolbox: fatal: BILLING_DB is not set\n")
         sys.exit(1)
+    if args.mode in ("paged", "endless-pages"):
+        import mcp.types as types
+
+        many = [
+            types.Tool(name=f"echo_{i}", description=f"Echo {i}.", inputSchema={"type": "object"})
+            for i in range(7)
+        ]
+        server = lowlevel_server(many, page_size=3, endless=args.mode == "endless-pages")
+        asyncio.run(run_lowlevel(server))
+        return
     if args.mode in ("bad-schema", "clash", "dotted"):
         import mcp.types as types
 

@@ -46,7 +46,7 @@ from ..._version import __version__
 from ...errors import McpServerCrashed, McpServerError
 from ...retry import current_deadline
 from .config import McpServerConfig
-from .stdio import CLOSE_GRACE, StdioProcess, exception_text
+from .stdio import CLOSE_GRACE, StdioProcess, exception_text, first_leaf
 
 #: the most pages of ``tools/list`` followed (a server whose cursor never ends)
 MAX_TOOL_PAGES = 100
@@ -230,7 +230,8 @@ class McpServer:
             if not ready.done():
                 ready.cancel()
             raise
-        except Exception as exc:
+        except Exception as raised:
+            exc = first_leaf(raised)  # the SDK's task groups wrap what they raise
             if not ready.done():
                 ready.set_exception(exc)
             else:
@@ -430,7 +431,7 @@ async def _list_tools(session: ClientSession, config: McpServerConfig) -> tuple[
 async def _next_page(session: ClientSession, cursor: str) -> types.ListToolsResult:
     try:
         return await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
-    except (AttributeError, TypeError):  # mcp < 1.23: list_tools(cursor)
+    except (AttributeError, TypeError):  # older 1.x: list_tools(cursor)
         return await session.list_tools(cursor)  # type: ignore[call-overload,unused-ignore]
 
 
@@ -468,7 +469,7 @@ async def _http_streams(
     def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> httpx.AsyncClient:
         return client(auth=auth)
 
-    async with streamable_http.streamablehttp_client(  # mcp < 1.24
+    async with streamable_http.streamablehttp_client(  # older 1.x (tested on 1.10)
         config.url, httpx_client_factory=factory
     ) as (read, write, _):
         yield read, write

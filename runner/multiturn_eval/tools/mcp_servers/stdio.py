@@ -321,10 +321,16 @@ class StdioProcess:
         return self.exited.is_set()
 
 
-def exception_text(exc: BaseException) -> str:
-    """An exception (an SDK's exception group unwrapped to its first leaf) as one line."""
+def first_leaf(exc: BaseException) -> BaseException:
+    """An exception group's first exception that is not a group (else ``exc``)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def exception_text(exc: BaseException) -> str:
+    """An exception (an SDK's exception group unwrapped to its first leaf) as one line."""
+    exc = first_leaf(exc)
     text = str(exc).strip()
     name = type(exc).__name__
     return f"{name}: {text}" if text else name
@@ -336,6 +342,7 @@ __all__ = [
     "StderrTail",
     "StdioProcess",
     "exception_text",
+    "first_leaf",
     "kill_all",
     "server_environment",
 ]
