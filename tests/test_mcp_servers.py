@@ -175,11 +175,13 @@ def test_an_is_error_result_reaches_the_model_like_a_python_tools_exception() ->
                 await case.toolset.call("get_balance", {"account_id": "nope"}),
                 await case.toolset.call("get_balance", "{not json"),
                 await case.toolset.call("get_balance", {}),
+                await case.toolset.call("picture", {}),
             ]
         finally:
             await case.aclose()
 
-    missing, not_json, no_args = run(go())
+    missing, not_json, no_args, picture = run(go())
+    assert not picture.is_error and picture.content == "[image: image/png, 88 bytes of base64]"
     assert missing.is_error and missing.content.startswith("Error: ")
     assert "no account 'nope'" in missing.invocation.error
     assert missing.invocation.result is None and missing.invocation.server == "billing"

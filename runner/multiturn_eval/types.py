@@ -132,7 +132,9 @@ class ToolInvocation(BaseModel):
         description="The MCP server that served the call (agent.mcp_servers[].name); "
         "absent for a Python tool.",
     )
-    _replaced: list[Any] = PrivateAttr(default_factory=list)
+    # None, not default_factory=list: pydantic inspects a factory's signature on every
+    # model_construct (~0.1 ms, more than a whole Python tool call)
+    _replaced: list[Any] | None = PrivateAttr(default=None)
 
     @model_validator(mode="wrap")
     @classmethod

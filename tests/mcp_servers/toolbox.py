@@ -26,8 +26,8 @@ _counts: dict[int, int] = {}
 
 
 def normal_server(port: int | None) -> Any:
-    global Context
-    from mcp.server.fastmcp import Context, FastMCP
+    global Context, Image
+    from mcp.server.fastmcp import Context, FastMCP, Image
 
     server = FastMCP("toolbox", port=port or 8000, log_level="WARNING")
 
@@ -105,6 +105,11 @@ def normal_server(port: int | None) -> Any:
             os.write(2, line if i % 1000 else f"flood line {i}\n".encode())
         os.write(2, b"flood: the last line\n")
         return "flooded"
+
+    @server.tool()
+    def picture() -> Image:
+        """A small PNG (content that is not text)."""
+        return Image(data=b"\x89PNG\r\n\x1a\n" + b"\0" * 56, format="png")
 
     @server.tool()
     def huge(chars: int) -> str:

@@ -521,8 +521,8 @@ def _watched_transport(httpx: Any, on_broken: Callable[[BaseException], None]) -
 
 
 def _connection_lost(exc: BaseException) -> bool:
-    if isinstance(exc, McpError):
-        return exc.error.code == CONNECTION_CLOSED
+    if isinstance(exc, McpError):  # -32000 alone is any server's error: the SDK's own words too
+        return exc.error.code == CONNECTION_CLOSED and exc.error.message == "Connection closed"
     return isinstance(
         exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream
     )
