@@ -361,6 +361,22 @@ def test_a_server_that_failed_to_start_leaves_no_process() -> None:
     assert server.pid is not None and wait_gone([server.pid]) == []
 
 
+def test_a_case_given_up_while_its_server_starts_leaves_no_process(tmp_path: Path) -> None:
+    """The case runner's session_timeout cancels open_case: the half-started server goes."""
+    pid_file = tmp_path / "pid"
+    config = stdio(mode="no-init", env={"TOOLBOX_PID_FILE": str(pid_file)})
+
+    async def go() -> None:
+        servers = McpServers([config], env=RUN_ENV)
+        await servers.start(ToolSet())
+        async with asyncio.timeout(3):
+            await servers.open_case()
+
+    with pytest.raises(TimeoutError):
+        run(go())
+    assert wait_gone([int(pid_file.read_text())]) == []
+
+
 def test_a_url_nobody_answers_is_a_start_error() -> None:
     config = McpServerConfig(
         name="search", url=f"http://127.0.0.1:{free_port()}/mcp", startup_timeout=10

@@ -166,6 +166,9 @@ def main() -> None:
     parser.add_argument("--http", type=int, default=None)
     parser.add_argument("--mode", default="normal")
     args = parser.parse_args()
+    pid_file = os.environ.get("TOOLBOX_PID_FILE")
+    if pid_file:  # where the tests find a server they cannot ask
+        Path(pid_file).write_text(str(os.getpid()))
     if args.mode == "no-init":
         sys.stderr.write("toolbox: warming up a cache that never finishes\n")
         sys.stderr.flush()

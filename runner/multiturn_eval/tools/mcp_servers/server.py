@@ -166,6 +166,8 @@ class McpServer:
         self._generation += 1
         instance = self._current = _Instance(self._generation)
         ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        # a start given up (cancelled) never reads how it failed: mark it read
+        ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         instance.owner = asyncio.create_task(
             self._own(instance, ready), name=f"mcp-server-{config.name}"
         )
