@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from multiturn_eval.errors import McpServerCrashed, McpServerError
+from multiturn_eval.errors import McpServerCrashed, McpServerError, ToolClashError
 from multiturn_eval.retry import turn_deadline
 from multiturn_eval.secrets import Redactor
 from multiturn_eval.tools import Tool, ToolSet
@@ -464,6 +464,18 @@ def test_a_name_clash_with_a_python_tool_names_both_sources() -> None:
     assert "agent.tools[0] (tests.tool_funcs:subtract)" in message
     assert "MCP server 'billing'" in message
     assert caught.value.index == 1
+
+
+def test_a_toolset_given_two_tools_of_one_name_names_both_sources() -> None:
+    def lookup() -> str:
+        return "x"
+
+    first = Tool.from_function(tool_funcs.subtract, name="lookup")
+    with pytest.raises(ToolClashError) as caught:
+        ToolSet([first, Tool.from_function(lookup)], sources={"lookup": "agent.tools[0] (a:b)"})
+    assert "one from agent.tools[0] (a:b), one from Python tool 'lookup'" in str(caught.value)
+    with pytest.raises(ToolClashError, match="one from Python tool 'lookup', one from Python"):
+        ToolSet([first]).with_tools([Tool.from_function(lookup)])
 
 
 def test_two_servers_offering_one_tool_name_is_an_error_naming_both() -> None:

@@ -221,17 +221,14 @@ class ToolSet:
         sources: Mapping[str, str] | None = None,
     ) -> None:
         self.tools: tuple[Tool, ...] = tuple(tools)
-        self._by_name = {tool.name: tool for tool in self.tools}
-        self._sources = {tool.name: source_of(tool) for tool in self.tools}
-        self._sources.update(sources or {})
-        if len(self._by_name) != len(self.tools):
-            seen: dict[str, Tool] = {}
-            for tool in self.tools:
-                if tool.name in seen:
-                    raise ToolClashError(
-                        clash_message(tool.name, self._sources[tool.name], source_of(tool))
-                    )
-                seen[tool.name] = tool
+        self._by_name: dict[str, Tool] = {}
+        self._sources = dict(sources or {})
+        for tool in self.tools:
+            if tool.name in self._by_name:
+                first = self._sources.get(tool.name) or source_of(self._by_name[tool.name])
+                raise ToolClashError(clash_message(tool.name, first, source_of(tool)))
+            self._by_name[tool.name] = tool
+            self._sources.setdefault(tool.name, source_of(tool))
         self._max_workers = max(1, max_workers)
         self.max_result_chars = max_result_chars
         self._executor: ThreadPoolExecutor | None = None
