@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("anthropic", "semantic_kernel", "openai", "mcp")
+HEAVY = ("anthropic", "semantic_kernel", "openai")
 
 PROBE = textwrap.dedent(
     """

@@ -928,15 +928,46 @@ def test_check_servers_lists_tools_and_checks_the_suites_tool_names(http_url: st
     assert "'subtract', 'get_balance', 'refund', 'whoami'" in problems["increment"]
 
 
-def test_importing_the_mcp_config_and_tool_source_does_not_import_the_sdk() -> None:
-    probe = (
-        "import sys\n"
+@pytest.mark.parametrize(
+    "code",
+    [
         "import multiturn_eval.tools.mcp_servers.spec, multiturn_eval.tools.mcp_servers.source\n"
-        "import multiturn_eval.tools.mcp_servers.check\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'mcp'))\n"
+        "import multiturn_eval.tools.mcp_servers.check",
+        "from multiturn_eval.cli import main\nassert main(['validate', sys.argv[1]]) == 0",
+        "from multiturn_eval.cli import main\nmain(['run', sys.argv[1], '-o', sys.argv[2]])",
+    ],
+    ids=["modules", "validate", "run"],
+)
+def test_the_sdk_is_not_imported_without_a_server_started(tmp_path: Path, code: str) -> None:
+    """The config, the tool source and a suite without mcp_servers never load ``mcp``;
+    starting a server does (the counter-check)."""
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "agent:\n  backend: python\n  factory: tests.agents:scripted\n"
+        "  tools:\n    - function: tests.tool_funcs:subtract\n"
+        "test_cases:\n  - input: hello\n"
+    )
+    probe = f"import sys\n{code}\nprint('MCP', sorted({{m.split('.')[0] for m in sys.modules}} & {{'mcp'}}))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "runner"), str(ROOT)])}
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(suite), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert "MCP []" in done.stdout, done.stdout + done.stderr
+
+
+def test_starting_a_server_imports_the_sdk() -> None:
+    probe = (
+        "import asyncio, sys\n"
+        "from multiturn_eval.tools.mcp_servers.server import McpServer\n"
+        "print('MCP', 'mcp' in sys.modules)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT / "runner")}
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60
     )
-    assert done.stdout.strip() == "[]", done.stderr
+    assert "MCP True" in done.stdout, done.stderr

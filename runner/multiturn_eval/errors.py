@@ -16,14 +16,14 @@
     ├── TurnTimeout                     a turn ran past ``turn_timeout``
     ├── FatalRunError                   carries a case's result out of the case runner when
     │                                   the whole run must stop (after a FatalBackendError)
-    ├── ToolError                       the tools offered to the model
+    ├── ToolError                       the suite's Python tools
     │   ├── ToolDefinitionError         a callable cannot be a tool (a configuration error)
-    │   ├── ToolArgumentError           the model's arguments do not fit (the model is told)
-    │   ├── UnknownToolError            the model called a tool the suite does not offer
     │   ├── ToolClashError              two tools with one name (names both sources)
-    │   └── McpServerError              an MCP server did not start, answer initialize or
-    │                                   list valid tools (at load: exit 2; at a case's start:
-    │                                   that case's error)
+    │   ├── McpServerError              an MCP server did not start, answer initialize or
+    │   │                               list valid tools (at load: exit 2; at a case's start:
+    │   │                               that case's error)
+    │   ├── ToolArgumentError           the model's arguments do not fit (the model is told)
+    │   └── UnknownToolError            the model called a tool the suite does not offer
     ├── UserCodeAbort                   user code raised a BaseException that is not an
     │                                   error (sys.exit, KeyboardInterrupt): a turn error
     └── GitHubError                     the GitHub REST API refused or failed a request
