@@ -10,6 +10,7 @@
     ├── ReportFormatError               a report.json that cannot be read back (exit 2)
     ├── BackendError                    one agent call failed; says whether to retry
     │   ├── SessionError                the session may be broken (public API)
+    │   │   └── McpServerCrashed        an MCP server died during a call (the turn fails)
     │   ├── TransientError              worth retrying (429, 529, 5xx, dropped connection)
     │   ├── FatalBackendError           nothing will work (bad API key): stop the run (exit 3)
     │   └── FixtureMissError            a model call the fixtures do not answer (never sent live)
@@ -18,6 +19,10 @@
     │                                   the whole run must stop (after a FatalBackendError)
     ├── ToolError                       the suite's Python tools
     │   ├── ToolDefinitionError         a callable cannot be a tool (a configuration error)
+    │   ├── ToolClashError              two tools with one name (names both sources)
+    │   ├── McpServerError              an MCP server did not start, answer initialize or
+    │   │                               list valid tools (at load: exit 2; at a case's start:
+    │   │                               that case's error)
     │   ├── ToolArgumentError           the model's arguments do not fit (the model is told)
     │   └── UnknownToolError            the model called a tool the suite does not offer
     ├── FixtureRefused                  a fixture not written: it would hold a secret
@@ -222,7 +227,7 @@ class FatalRunError(MultiturnEvalError):
 
 
 class ToolError(MultiturnEvalError):
-    """Base of the errors about the suite's Python tools."""
+    """Base of the errors about the tools offered to the model (Python and MCP)."""
 
 
 class ToolDefinitionError(ToolError, ValueError):
@@ -235,6 +240,37 @@ class ToolArgumentError(ToolError, ValueError):
 
 class UnknownToolError(ToolError, LookupError):
     """The model called a tool the suite does not offer."""
+
+
+class ToolClashError(ToolError, ValueError):
+    """Two tools offered to the model have one name; the message names both sources."""
+
+
+class McpServerError(ToolError):
+    """An MCP server could not be used: it did not start, did not answer ``initialize``
+    within its ``startup_timeout``, or listed tools that cannot be offered.
+
+    ``server`` is the server's name, ``index`` its position in ``agent.mcp_servers``
+    (to locate the error in the suite file), ``tool`` the tool at fault, if any.
+    """
+
+    def __init__(
+        self, message: str, *, server: str, index: int | None = None, tool: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.server = server
+        self.index = index
+        self.tool = tool
+        self.errors: list[McpServerError] = [self]
+        """Each failure on its own (several servers may fail at once)."""
+
+
+class McpServerCrashed(SessionError):
+    """An MCP server died (or its connection broke) during a call: the turn fails.
+
+    The next call restarts it, once per crash; ``session_alive`` is False when it
+    cannot be restarted or crashed twice in a row.
+    """
 
 
 class UserCodeAbort(MultiturnEvalError):

@@ -41,6 +41,9 @@ once that thread has run the handler (it is then on its way to the reports:
 imports of the renderers can take longer than the grace on a busy machine);
 if the handler never ran (the main thread is stuck in C code), it exits 3. Reports are written under one lock, so the
 main thread's writing, the periodic snapshot and the watchdog's never mix.
+
+Every such exit skips ``atexit``; what must happen anyway (MCP server processes
+killed) is registered with :func:`before_hard_exit` and runs first.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Literal
+from typing import Literal, NoReturn
 
 from .errors import Interrupted
 from .exit_codes import EXIT_INCOMPLETE
@@ -62,6 +65,23 @@ __all__ = ["InterruptGuard", "Interrupted"]
 
 Phase = Literal["starting", "loading", "running", "writing", "done"]
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+#: called in order before the process ends with os._exit (which skips atexit)
+_HARD_EXIT_HOOKS: list[Callable[[], None]] = []
+
+
+def before_hard_exit(hook: Callable[[], None]) -> None:
+    """Run ``hook`` (quick, synchronous, any thread) before an ``os._exit`` of this module."""
+    if hook not in _HARD_EXIT_HOOKS:
+        _HARD_EXIT_HOOKS.append(hook)
+
+
+def _hard_exit() -> NoReturn:
+    for hook in list(_HARD_EXIT_HOOKS):
+        with contextlib.suppress(BaseException):
+            hook()
+    os._exit(EXIT_INCOMPLETE)  # no flush: stdout's lock may be held by a blocked main thread
 
 
 def _write_stderr(text: str) -> None:
@@ -193,7 +213,7 @@ class InterruptGuard:
 
     def _exit_now(self, name: str) -> None:
         _write_stderr(f"multiturn-eval: {name} again: exiting at once (exit 3)\n")
-        os._exit(EXIT_INCOMPLETE)  # no flush: stdout's lock may be held by a blocked main thread
+        _hard_exit()
 
     def _exit_soon(self, name: str) -> None:
         """The second signal: exit 3 once ``report.json`` holds what ``results.jsonl`` holds."""
@@ -267,9 +287,9 @@ class InterruptGuard:
             if self._done.wait(self.writing_limit):
                 return
             _write_stderr("multiturn-eval: writing the reports takes too long; exiting (exit 3)\n")
-            os._exit(EXIT_INCOMPLETE)
+            _hard_exit()
         if not self.write_lock.acquire(timeout=self.writing_limit):
-            os._exit(EXIT_INCOMPLETE)
+            _hard_exit()
         if self._done.is_set():
             self.write_lock.release()
             return
@@ -288,4 +308,4 @@ class InterruptGuard:
                 self.emergency(reason)
             except BaseException as exc:  # nothing may stop the exit
                 _write_stderr(f"multiturn-eval: could not write the reports: {exc!r}\n")
-        os._exit(EXIT_INCOMPLETE)  # no flush: stdout's lock may be held by a blocked main thread
+        _hard_exit()

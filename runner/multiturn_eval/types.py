@@ -125,7 +125,16 @@ class ToolInvocation(BaseModel):
     result: Any = None
     error: str | None = None
     duration_ms: float | None = None
-    _replaced: list[Any] = PrivateAttr(default_factory=list)
+    # left out of report.json while None, so reports without MCP servers keep their bytes
+    server: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="The MCP server that served the call (agent.mcp_servers[].name); "
+        "absent for a Python tool.",
+    )
+    # None, not default_factory=list: pydantic inspects a factory's signature on every
+    # model_construct (~0.1 ms, more than a whole Python tool call)
+    _replaced: list[Any] | None = PrivateAttr(default=None)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -142,7 +151,7 @@ class ToolInvocation(BaseModel):
         if "result" in data:
             data["result"], found = json_safe(data["result"], "tool_invocation.result")
             problems.extend(found)
-        for key in ("name", "error"):
+        for key in ("name", "error", "server"):
             if isinstance(data.get(key), str):
                 data[key] = clean_text(data[key])
         duration = data.get("duration_ms")

@@ -32,7 +32,15 @@ as a :class:`~multiturn_eval.types.ToolInvocation` with the arguments as the
 model sent them, the result (JSON-safe), ``error`` as
 ``"ExceptionType: message"`` and ``duration_ms``. Only cancellation propagates.
 
-Both model backends (``anthropic``, ``semantic-kernel``) use this module::
+Results are capped (:meth:`ToolSet.call`): a text longer than
+``max_result_chars`` (``max_tool_result_chars``, default 100,000) is cut, with a
+marker saying how much was cut, for the model and the reports alike.
+
+MCP servers are a second tool source (:mod:`multiturn_eval.tools.mcp_servers`):
+their tools are :class:`Tool` s too, added to a case's set with
+:meth:`ToolSet.with_tools`; a name two sources share is an error naming both.
+
+The model backends (``anthropic``, ``openai``, ``semantic-kernel``) use this module::
 
     toolset = ToolSet.from_loaded(loaded, max_workers=settings.parallel_test_cases)
     toolset.anthropic_tools(cache=True)      # or toolset.openai_tools(), or per Tool:
@@ -44,16 +52,19 @@ Both model backends (``anthropic``, ``semantic-kernel``) use this module::
     await toolset.aclose()
 """
 
-from ..errors import ToolArgumentError, ToolDefinitionError, UnknownToolError
-from .calls import ToolOutcome, ToolSet, error_text
+from ..errors import ToolArgumentError, ToolClashError, ToolDefinitionError, UnknownToolError
+from .calls import DEFAULT_MAX_TOOL_RESULT_CHARS, ToolOutcome, ToolSet, error_text
 from .checks import tool_definition_issues
-from .definition import TOOL_NAME, Tool
+from .definition import TOOL_NAME, FunctionTool, Tool
 from .docstrings import parse_docstring
 
 __all__ = [
+    "DEFAULT_MAX_TOOL_RESULT_CHARS",
     "TOOL_NAME",
+    "FunctionTool",
     "Tool",
     "ToolArgumentError",
+    "ToolClashError",
     "ToolDefinitionError",
     "ToolOutcome",
     "ToolSet",

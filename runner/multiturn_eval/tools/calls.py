@@ -1,4 +1,4 @@
-"""Running a tool call the model made: validate, run, record; never raises.
+"""Running a tool call the model made: validate, run, record, cap; never raises.
 
 See :mod:`multiturn_eval.tools` for the rules.
 """
@@ -21,13 +21,14 @@ from ..errors import (
     ConfigError,
     ConfigIssue,
     ToolArgumentError,
+    ToolClashError,
     ToolDefinitionError,
     UnknownToolError,
     UserCodeAbort,
 )
 from ..types import CaseContext, ToolInvocation
 from ..usercode import abort_text, note_traceback
-from .definition import Tool, quote_value
+from .definition import FunctionTool, Tool, quote_value
 
 if TYPE_CHECKING:
     from ..loader import LoadedSuite
@@ -66,7 +67,7 @@ class ToolOutcome:
 
 
 async def call_tool(
-    tool: Tool,
+    tool: FunctionTool,
     arguments: Mapping[str, Any] | str | None,
     case: CaseContext | None = None,
     *,
@@ -77,7 +78,7 @@ async def call_tool(
     args: dict[str, Any] = {}
     running = False  # past validation: what is raised from here on is the tool's own
     try:
-        args = _parse_arguments(arguments)
+        args = parse_arguments(arguments)
         kwargs = tool.validate(args)
         if tool.context_parameter is not None:
             kwargs[tool.context_parameter] = case
@@ -112,7 +113,7 @@ async def call_tool(
     )
 
 
-async def _run(tool: Tool, kwargs: dict[str, Any], executor: Executor | None) -> Any:
+async def _run(tool: FunctionTool, kwargs: dict[str, Any], executor: Executor | None) -> Any:
     positional = [kwargs.pop(name) for name in tool.positional_only]
     if tool.is_async:
         return await tool.function(*positional, **kwargs)
@@ -125,7 +126,8 @@ async def _run(tool: Tool, kwargs: dict[str, Any], executor: Executor | None) ->
     return value
 
 
-def _parse_arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+def parse_arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """The model's arguments as a mapping (JSON text parsed); :class:`ToolArgumentError` if not."""
     if arguments is None:
         return {}
     if isinstance(arguments, str):
@@ -145,17 +147,63 @@ def _parse_arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any
 
 
 def _failed(name: str, args: dict[str, Any], exc: BaseException, started: float) -> ToolOutcome:
-    error = error_text(exc)
+    return failed_outcome(name, args, error_text(exc), started)
+
+
+def failed_outcome(
+    name: str, args: Mapping[str, Any], error: str, started: float, *, server: str | None = None
+) -> ToolOutcome:
+    """A call that failed with ``error``: the model reads ``Error: <error>``."""
     return ToolOutcome(
         invocation=ToolInvocation.model_construct(
             name=name,
-            args=_jsonable(args),
+            args=_jsonable(dict(args)),
             result=None,
             error=error,
             duration_ms=(time.perf_counter() - started) * 1000,
+            server=server,
         ),
         content=f"Error: {error}",
         is_error=True,
+    )
+
+
+# ------------------------------------------------------------------------------ the cap
+
+#: ``max_tool_result_chars`` when the agent block gives none
+DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000
+
+
+def cut_text(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters plus a marker saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return (
+        text[:limit] + f"… [{len(text) - limit:,} of {len(text):,} characters cut: "
+        f"max_tool_result_chars is {limit:,}]"
+    )
+
+
+def capped(outcome: ToolOutcome, limit: int | None) -> ToolOutcome:
+    """``outcome`` with its text cut to ``limit`` characters, for the model and the reports.
+
+    The model reads the cut text; the invocation records it as its ``result`` (a
+    result that was not text becomes the cut JSON text) or its ``error``.
+    """
+    if limit is None or len(outcome.content) <= limit:
+        return outcome
+    invocation = outcome.invocation
+    if outcome.is_error and invocation.error is not None:
+        error = cut_text(invocation.error, limit)
+        update: dict[str, Any] = {"error": error}
+        content = f"Error: {error}"
+    else:
+        content = cut_text(outcome.content, limit)
+        update = {"result": content}
+    return ToolOutcome(
+        invocation=invocation.model_copy(update=update),
+        content=content,
+        is_error=outcome.is_error,
     )
 
 
@@ -163,28 +211,50 @@ def _failed(name: str, args: dict[str, Any], exc: BaseException, started: float)
 
 
 class ToolSet:
-    """The suite's tools, by name, with a thread pool for the sync ones."""
+    """The tools offered to the model, by name, with a thread pool for the sync ones.
 
-    def __init__(self, tools: Sequence[Tool] = (), *, max_workers: int = 4) -> None:
+    ``max_result_chars`` caps every call's text (Python and MCP tools alike; None:
+    no cap). ``sources`` says where each tool comes from, for the messages about
+    two tools with one name (default: ``Python tool 'name'``, or the MCP server).
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[Tool] = (),
+        *,
+        max_workers: int = 4,
+        max_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+        sources: Mapping[str, str] | None = None,
+    ) -> None:
         self.tools: tuple[Tool, ...] = tuple(tools)
-        self._by_name = {tool.name: tool for tool in self.tools}
-        if len(self._by_name) != len(self.tools):
-            seen: set[str] = set()
-            for tool in self.tools:
-                if tool.name in seen:
-                    raise ValueError(f"two tools are named {tool.name!r}")
-                seen.add(tool.name)
+        self._by_name: dict[str, Tool] = {}
+        self._sources = dict(sources or {})
+        for tool in self.tools:
+            if tool.name in self._by_name:
+                first = self._sources.get(tool.name) or source_of(self._by_name[tool.name])
+                raise ToolClashError(clash_message(tool.name, first, source_of(tool)))
+            self._by_name[tool.name] = tool
+            self._sources.setdefault(tool.name, source_of(tool))
         self._max_workers = max(1, max_workers)
+        self.max_result_chars = max_result_chars
         self._executor: ThreadPoolExecutor | None = None
+        self._parent: ToolSet | None = None
 
     @classmethod
-    def from_loaded(cls, loaded: LoadedSuite, *, max_workers: int = 4) -> ToolSet:
-        """The tools of a loaded suite (already checked by the loader)."""
+    def from_loaded(
+        cls,
+        loaded: LoadedSuite,
+        *,
+        max_workers: int = 4,
+        max_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+    ) -> ToolSet:
+        """The Python tools of a loaded suite (already checked by the loader)."""
         specs = loaded.suite.agent.tools
-        tools = []
+        tools: list[Tool] = []
+        sources: dict[str, str] = {}
         for i, (spec, fn) in enumerate(zip(specs, loaded.tools, strict=True)):
             try:
-                tools.append(Tool.from_function(fn, name=spec.name, description=spec.description))
+                tool = Tool.from_function(fn, name=spec.name, description=spec.description)
             except ToolDefinitionError as exc:
                 raise ConfigError(
                     ConfigIssue(
@@ -194,7 +264,34 @@ class ToolSet:
                         field=f"agent.tools[{i}].function",
                     )
                 ) from None
-        return cls(tools, max_workers=max_workers)
+            tools.append(tool)
+            sources[tool.name] = f"agent.tools[{i}] ({spec.function})"
+        return cls(
+            tools, max_workers=max_workers, max_result_chars=max_result_chars, sources=sources
+        )
+
+    def with_tools(self, more: Sequence[Tool]) -> ToolSet:
+        """These tools and ``more`` (an MCP server's), sharing this set's pool and cap.
+
+        A name already taken is a :class:`ToolClashError` naming both sources.
+        """
+        for tool in more:
+            if tool.name in self._by_name:
+                raise ToolClashError(
+                    clash_message(tool.name, self._sources[tool.name], source_of(tool))
+                )
+        merged = ToolSet(
+            [*self.tools, *more],
+            max_workers=self._max_workers,
+            max_result_chars=self.max_result_chars,
+            sources=self._sources,
+        )
+        merged._parent = self._parent or self
+        return merged
+
+    def source(self, name: str) -> str | None:
+        """Where the tool ``name`` comes from, in words (None: no such tool)."""
+        return self._sources.get(name) if name in self._by_name else None
 
     def __len__(self) -> int:
         return len(self.tools)
@@ -210,7 +307,9 @@ class ToolSet:
 
     @property
     def executor(self) -> Executor:
-        """The pool sync tools run in (created on first use)."""
+        """The pool sync tools run in (created on first use; shared with :meth:`with_tools` sets)."""
+        if self._parent is not None:
+            return self._parent.executor
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 max_workers=self._max_workers, thread_name_prefix="tool"
@@ -223,13 +322,18 @@ class ToolSet:
         arguments: Mapping[str, Any] | str | None,
         case: CaseContext | None = None,
     ) -> ToolOutcome:
-        """Call the tool ``name`` as the model asked; an unknown name is an error result."""
+        """Call the tool ``name`` as the model asked; an unknown name is an error result.
+
+        The outcome's text is capped at ``max_result_chars``. Never raises, except
+        cancellation and the :class:`~multiturn_eval.errors.SessionError` of an MCP
+        server that crashed (the turn fails).
+        """
         tool = self._by_name.get(name)
         if tool is None:
             started = time.perf_counter()
             known = ", ".join(self._by_name) or "none"
             try:
-                args = _parse_arguments(arguments)
+                args = parse_arguments(arguments)
             except ToolArgumentError:
                 args = {}
             return _failed(
@@ -238,7 +342,8 @@ class ToolSet:
                 UnknownToolError(f"no tool named {name!r}; available: {known}"),
                 started,
             )
-        return await tool.call(arguments, case, executor=self.executor)
+        outcome = await tool.call(arguments, case, executor=self.executor)
+        return capped(outcome, self.max_result_chars)
 
     def anthropic_tools(self, *, cache: bool = False) -> list[dict[str, Any]]:
         """Messages API ``tools``; ``cache`` marks the last one with ``cache_control``."""
@@ -251,6 +356,23 @@ class ToolSet:
         return [tool.openai_schema() for tool in self.tools]
 
     async def aclose(self) -> None:
+        """Shut the pool down (a :meth:`with_tools` set leaves its parent's pool alone)."""
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+
+
+def source_of(tool: Tool) -> str:
+    """Where a tool comes from, in words, when nothing more precise is known."""
+    if tool.server is not None:
+        return f"MCP server {tool.server!r}"
+    return f"Python tool {tool.name!r}"
+
+
+def clash_message(name: str, first: str, second: str) -> str:
+    """Two sources offer a tool named ``name``."""
+    return (
+        f"two tools are named {name!r}: one from {first}, one from {second}; the model must "
+        "tell them apart: rename the Python tool ('name:') or leave the MCP tool out with its "
+        "server's 'tools:' allow-list"
+    )

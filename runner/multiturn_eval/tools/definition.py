@@ -159,18 +159,38 @@ def _argument_error(exc: ValidationError) -> str:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Tool:
-    """A Python callable as a model sees it, plus a validated way to call it."""
+    """A tool as a model sees it -- name, description, JSON Schema -- and a way to call it.
+
+    Two kinds: :class:`FunctionTool`, a Python callable of the suite's ``agent.tools``
+    (:meth:`Tool.from_function`), and an MCP server's tool
+    (:class:`~multiturn_eval.tools.mcp_servers.McpTool`). A backend needs no more
+    than this class: the provider shapes, and :meth:`call` (through
+    :meth:`ToolSet.call <multiturn_eval.tools.ToolSet.call>`).
+    """
 
     name: str
     description: str
     parameters: Mapping[str, Any]
     """JSON Schema (``type: object``) of the arguments the model sends."""
-    function: Callable[..., Any]
-    arguments_model: type[BaseModel]
-    context_parameter: str | None = None
-    """The parameter that receives the test case's CaseContext, if any."""
-    positional_only: tuple[str, ...] = ()
-    is_async: bool = False
+
+    @property
+    def server(self) -> str | None:
+        """The MCP server that serves this tool; None for a Python tool."""
+        return None
+
+    async def call(
+        self,
+        arguments: Mapping[str, Any] | str | None,
+        case: CaseContext | None = None,
+        *,
+        executor: Executor | None = None,
+    ) -> ToolOutcome:
+        """Run one call and record it; never raises (except cancellation).
+
+        An MCP tool also raises a :class:`~multiturn_eval.errors.SessionError` when
+        its server crashed: the turn fails, as the crash rule says.
+        """
+        raise NotImplementedError
 
     @classmethod
     def from_function(
@@ -179,8 +199,8 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
-    ) -> Tool:
-        """Build a tool; :class:`ToolDefinitionError` says what is wrong with the callable."""
+    ) -> FunctionTool:
+        """A Python callable as a tool; :class:`ToolDefinitionError` says what is wrong with it."""
         if not callable(fn):
             raise ToolDefinitionError(f"{type(fn).__name__} is not callable")
         tool_name = name or _default_name(fn)
@@ -252,7 +272,7 @@ class Tool:
         schema = _drop_titles(_inline_refs(schema))
         schema.setdefault("properties", {})
         schema.pop("additionalProperties", None)
-        return cls(
+        return FunctionTool(
             name=tool_name,
             description=(description if description is not None else doc_text).strip(),
             parameters=schema,
@@ -262,28 +282,6 @@ class Tool:
             positional_only=tuple(positional_only),
             is_async=_is_async(fn),
         )
-
-    # ------------------------------------------------------------------------ calling
-
-    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The keyword arguments for the function; :class:`ToolArgumentError` if they don't fit."""
-        try:
-            model = self.arguments_model.model_validate(dict(arguments))
-        except ValidationError as exc:
-            raise ToolArgumentError(_argument_error(exc)) from None
-        return {name: getattr(model, name) for name in type(model).model_fields}
-
-    async def call(
-        self,
-        arguments: Mapping[str, Any] | str | None,
-        case: CaseContext | None = None,
-        *,
-        executor: Executor | None = None,
-    ) -> ToolOutcome:
-        """Validate, run and record one call; never raises (except cancellation)."""
-        from .calls import call_tool
-
-        return await call_tool(self, arguments, case, executor=executor)
 
     # ----------------------------------------------------------------- provider shapes
 
@@ -306,6 +304,40 @@ class Tool:
         if self.description:
             function["description"] = self.description
         return {"type": "function", "function": function}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FunctionTool(Tool):
+    """A Python callable as a model sees it, plus a validated way to call it."""
+
+    function: Callable[..., Any]
+    arguments_model: type[BaseModel]
+    context_parameter: str | None = None
+    """The parameter that receives the test case's CaseContext, if any."""
+    positional_only: tuple[str, ...] = ()
+    is_async: bool = False
+
+    # ------------------------------------------------------------------------ calling
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments for the function; :class:`ToolArgumentError` if they don't fit."""
+        try:
+            model = self.arguments_model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            raise ToolArgumentError(_argument_error(exc)) from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    async def call(
+        self,
+        arguments: Mapping[str, Any] | str | None,
+        case: CaseContext | None = None,
+        *,
+        executor: Executor | None = None,
+    ) -> ToolOutcome:
+        """Validate, run and record one call; never raises (except cancellation)."""
+        from .calls import call_tool
+
+        return await call_tool(self, arguments, case, executor=executor)
 
 
 def _first_sentence(exc: Exception) -> str:
