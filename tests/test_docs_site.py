@@ -8,6 +8,8 @@
   absolute (they must work on the site and on GitHub) and name files that exist.
 - The site builds with ``--strict`` with the network refused, shows what it includes
   from the README, and asks no third party for anything when a reader opens it.
+- The release workflow publishes the site it builds, with the requirements of the
+  ``dev`` extra, from one job that holds the Pages permissions and nothing else.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,6 +30,7 @@ from pymdownx.slugs import slugify
 from tests import docs_pages
 from tests.docs_workflows import FENCE, ROOT
 from tests.test_convfinqa_demo import NO_NETWORK
+from tests.test_release import JOBS, bash, step
 
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
@@ -258,6 +262,38 @@ def test_a_reader_of_the_site_asks_no_third_party_for_anything(site: Path) -> No
     assert outside == []
     for css in site.rglob("*.css"):
         assert not re.search(r"url\(['\"]?(https?:)?//", css.read_text(encoding="utf-8")), css
+
+
+# ------------------------------------------------------------------------ the release
+
+
+def test_the_release_publishes_the_site_it_builds(tmp_path: Path) -> None:
+    docs, pages = JOBS["docs"], JOBS["pages"]
+    assert docs["permissions"] == {"contents": "read"}
+    assert docs["steps"][0]["with"] == {"persist-credentials": False}
+    build = step("docs", "Build the site")["run"]
+    test_script = (ROOT / "scripts" / "test").read_text(encoding="utf-8")
+    assert "mkdocs build --strict" in build and "mkdocs build --strict" in test_script
+    [upload] = [s for s in docs["steps"] if "upload-pages-artifact" in s.get("uses", "")]
+    assert upload["with"] == {"path": "site/"}
+    # the requirements it installs are the dev extra's, read from pyproject.toml as the job does
+    done = bash(step("docs", "requirements")["run"], {"RUNNER_TEMP": str(tmp_path)}, ROOT)
+    assert done.returncode == 0, done.stderr
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    wanted = [r for r in dev["optional-dependencies"]["dev"] if r.startswith("mkdocs")]
+    assert (tmp_path / "docs-requirements.txt").read_text().splitlines() == wanted
+    assert {r.split(">=")[0] for r in wanted} == {"mkdocs", "mkdocs-material"}
+    # deployed only once the release is out, by the one job holding the Pages permissions
+    assert set(pages["needs"]) == {"docs", "pin"}
+    assert pages["permissions"] == {"pages": "write", "id-token": "write"}
+    assert pages["environment"]["name"] == "github-pages"
+    assert [s["uses"].split("@")[0] for s in pages["steps"]] == ["actions/deploy-pages"]
+    release = (ROOT / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8")
+    for action in ("actions/upload-pages-artifact", "actions/deploy-pages"):
+        [line] = [ln.strip() for ln in release.splitlines() if f"uses: {action}@" in ln]
+        assert SHA_PIN.match(line.removeprefix("- ").removeprefix("uses: ")), line
+    releasing = docs_pages.page("development/releasing.md")
+    assert "GitHub Actions" in releasing and "github-pages" in releasing and "`v*`" in releasing
 
 
 # --------------------------------------------------------------------------- the README
