@@ -1,7 +1,7 @@
-"""The action's contract: action.yml vs the code and the README, the Dockerfile, the workflows.
+"""The action's contract: action.yml vs the code and the docs, the Dockerfile, the workflows.
 
 - every input of action.yml is read by the code (with the same default) and
-  documented in the README's action section; every output is written (the
+  documented in the action's pages of the docs; every output is written (the
   entrypoint tests check the real ``$GITHUB_OUTPUT``) and documented;
 - action.yml and the workflows validate against GitHub's schemas
   (``check-jsonschema`` with its vendored schemas, offline);
@@ -27,6 +27,7 @@ import yaml
 
 from multiturn_eval.github.action import OUTPUTS
 from multiturn_eval.github.inputs import INPUTS
+from tests import docs_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION: dict[str, Any] = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
@@ -43,16 +44,14 @@ def _tool(name: str) -> str:
     return str(found)
 
 
-def _readme_action_section() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"<!-- section:action -->(.*)<!-- /section:action -->", text, re.S)
-    assert match, "README.md has no action section"
-    return match.group(1)
+def _docs_action_section() -> str:
+    """The GitHub Action's pages (``docs/action/``), as the site shows them."""
+    return docs_pages.section("action")
 
 
 def _table_rows(section: str, heading: str) -> dict[str, str]:
-    """First-column names of the Markdown table under ``### heading``."""
-    part = section.split(f"### {heading}\n", 1)[1].split("\n### ", 1)[0]
+    """First-column names of the Markdown table under ``## heading``."""
+    part = section.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     return {m.group(1): m.group(0) for m in re.finditer(r"^\| `([a-z-]+)` \|.*$", part, re.M)}
 
 
@@ -77,8 +76,8 @@ def test_the_code_uses_the_same_defaults_as_action_yml() -> None:
             assert str(default) == INPUTS[name], name
 
 
-def test_every_input_and_output_is_documented_in_the_readme() -> None:
-    section = _readme_action_section()
+def test_every_input_and_output_is_documented_in_the_docs() -> None:
+    section = _docs_action_section()
     inputs = _table_rows(section, "Inputs")
     outputs = _table_rows(section, "Outputs")
     assert list(inputs) == list(ACTION["inputs"])
@@ -86,7 +85,7 @@ def test_every_input_and_output_is_documented_in_the_readme() -> None:
     for name, spec in ACTION["inputs"].items():
         default = str(spec.get("default", ""))
         if default and name != "parallel-test-cases":
-            assert f"`{default}`" in inputs[name], f"README default of {name}"
+            assert f"`{default}`" in inputs[name], f"documented default of {name}"
     for needed in (
         "pull-requests: write",
         "actions/upload-artifact",

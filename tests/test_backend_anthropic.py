@@ -22,7 +22,7 @@ from multiturn_eval.settings import RunSettings
 from multiturn_eval.suite import Suite
 from multiturn_eval.types import TurnFile, TurnReply
 from multiturn_eval.yaml_source import parse_yaml
-from tests import tool_funcs
+from tests import docs_pages, tool_funcs
 from tests.backend_harness import Clock, converse
 from tests.conftest import Project
 from tests.fakes.anthropic_server import (
@@ -712,13 +712,12 @@ def test_cli_401_stops_the_run_with_exit_3(
     assert "sk-ant-revoked-key-000" not in result.out + result.err + json.dumps(result.report)
 
 
-# ------------------------------------------------------------------------- README
+# ---------------------------------------------------------------------------- docs
 
 
-def test_readme_backend_examples_are_valid_suites() -> None:
-    """Every suite snippet in the README's backends section validates (placeholders filled)."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("<!-- section:backends -->")[1].split("<!-- /section:backends -->")[0]
+def test_the_backend_pages_examples_are_valid_suites() -> None:
+    """Every suite snippet of the backends' pages validates (placeholders filled)."""
+    section = docs_pages.section("backends")
     blocks = [b for b in re.findall(r"```yaml\n(.*?)```", section, re.S) if "agent:" in b]
     assert len(blocks) >= 2
     for block in blocks:

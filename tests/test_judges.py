@@ -18,6 +18,7 @@ import pytest
 from multiturn_eval.grading.recorded import RECORDED_JUDGEMENTS, JudgeKey
 from multiturn_eval.results import MetricResult
 from multiturn_eval.run import RunOptions, run_suites
+from tests import docs_pages
 from tests.conftest import Project
 from tests.fakes.anthropic_server import (
     API_KEY,
@@ -1043,24 +1044,18 @@ def test_the_judged_support_example_needs_a_key(
     assert err.count("no API key for the anthropic judge: set ANTHROPIC_API_KEY") == 1
 
 
-def test_the_readme_shows_the_packaged_prompt_template() -> None:
-    from pathlib import Path
-
+def test_the_docs_show_the_packaged_prompt_template() -> None:
     from multiturn_eval.grading.judges.prompt import packaged_template
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("<!-- section:judges -->")[1].split("<!-- /section:judges -->")[0]
+    section = docs_pages.section("judges")
     assert packaged_template() in section
 
 
-def test_the_readme_judge_example_is_a_valid_suite() -> None:
-    from pathlib import Path
-
+def test_the_docs_judge_example_is_a_valid_suite() -> None:
     from multiturn_eval.suite import Suite
     from multiturn_eval.yaml_source import parse_yaml
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("<!-- section:judges -->")[1].split("<!-- /section:judges -->")[0]
+    section = docs_pages.section("judges")
     block = re.findall(r"```yaml\n(.*?)```", section, re.S)[0]
     data = parse_yaml(block).data
     data["agent"] = {"backend": "python", "factory": "tests.agents:scripted"}

@@ -1,10 +1,11 @@
 """The figures and outputs the READMEs quote are the ones the code gives today.
 
-Each test reads the figure from the README itself (so editing either side without
-the other fails here): the quick start's console excerpt and counts, the ConvFinQA
-pass rates of the committed subset, the console example of the Reports section (its
-suite rebuilt here), the ``summary.md`` excerpt against the golden file, the
-response checks' failure messages, and the support example's totals. Timings are
+Each test reads the figure from the documentation itself (so editing either side
+without the other fails here; :mod:`tests.docs_pages` finds it in the README or on its
+page of the site): the quick start's console excerpt and counts, the ConvFinQA pass
+rates of the committed subset, the console example of the reports (its suite rebuilt
+here), the ``summary.md`` excerpt against the golden file, the response checks'
+failure messages, and the support example's totals. Timings are
 left out: they are measurements of a machine (``bench/``), not outputs.
 """
 
@@ -26,14 +27,10 @@ from multiturn_eval.reports import _view as v
 from multiturn_eval.results import TurnResult
 from multiturn_eval.suite import StandardEvaluation
 from tests.conftest import Project
+from tests.docs_pages import page, section
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
 TIME = re.compile(r"\b\d+\.\d\ds\b")
-
-
-def section(name: str, text: str = README) -> str:
-    return text.split(f"<!-- section:{name} -->")[1].split(f"<!-- /section:{name} -->")[0]
 
 
 def untimed(text: str) -> str:
@@ -86,7 +83,7 @@ def test_the_quick_start_console_excerpt_is_what_the_demo_prints(
     assert f"{summary['total']} real [ConvFinQA]" in quick
     assert f"({turns} turns of numerical questions" in quick
     rate = summary["turns"]["passed"] / turns
-    assert 0.4 < rate < 0.6 and "gets about\n   half of the turns right" in quick
+    assert 0.4 < rate < 0.6 and "gets about\n    half of the turns right" in quick
     demo = (ROOT / "scripts" / "demo").read_text(encoding="utf-8")
     assert "gets about half of the turns right" in demo  # the script's own comment agrees
 
@@ -194,7 +191,7 @@ def test_the_console_example_is_what_the_console_prints(tmp_path: Path) -> None:
     (tmp_path / "suite.yaml").write_text(DEMO_SUITE, encoding="utf-8")
     done = run_cli("run", "suite.yaml", "-o", "out", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
-    block = section("reports").split("### Console")[1].split("```text\n")[1].split("```")[0]
+    block = page("reports/console.md").split("```text\n")[1].split("```")[0]
     assert untimed(block) == untimed(done.stdout)
 
 
@@ -240,7 +237,7 @@ REPLIES = {
 
 def _examples() -> list[tuple[str, str]]:
     """(the YAML of each evaluation, the failure line) of the response-check examples."""
-    text = section("checks").split("### Response checks")[1].split("\n### ")[0]
+    text = section("checks").split("\n## Response checks\n")[1].split("\n## ")[0]
     blocks = re.findall(r"```yaml\n(.*?)```\n```\n(.*?)```", text, re.S)
     out = []
     for config, messages in blocks:

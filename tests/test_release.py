@@ -157,6 +157,8 @@ def test_nothing_irreversible_runs_before_the_anonymous_pull() -> None:
         "public": {},
         "pypi": {"id-token": "write"},
         "pin": {"contents": "write"},
+        "docs": {},
+        "pages": {"pages": "write", "id-token": "write"},  # tests/test_docs_site.py
     }
     assert RELEASE["permissions"] == {}
 
