@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from multiturn_eval.backends.chat import Conversation
 from multiturn_eval.backends.openai import OpenAIBackend
 from multiturn_eval.case_runner import case_context
 from multiturn_eval.errors import BackendError, ConfigError, FatalBackendError, TransientError
@@ -572,7 +573,7 @@ def test_openai_itself_needs_a_key(harness: Harness) -> None:
 def test_openai_itself_gets_max_completion_tokens(harness: Harness) -> None:
     backend = harness.backend(env={"OPENAI_API_KEY": API_KEY})
     assert backend.base_url == "https://api.openai.com/v1"
-    body = backend.body([], 0, False)
+    body = backend.requests.body(Conversation([]), 0, False)
     assert body["max_completion_tokens"] == 512 and "max_tokens" not in body
 
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigIssue
 from ..types import TurnFile
+
+if TYPE_CHECKING:
+    from ..loader import LoadedSuite
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 PDF_TYPE = "application/pdf"
@@ -53,3 +60,37 @@ def file_kind(file: TurnFile) -> str | None:
                 return None
         return "text"
     return None
+
+
+def file_issues(suite: LoadedSuite, problem: Callable[[TurnFile], str | None]) -> list[ConfigIssue]:
+    """Every turn file of the suite a backend cannot send (``problem`` says why), located.
+
+    Checked when the backend is built, so such a suite is a configuration
+    error (exit 2) before any agent is called.
+    """
+    issues: list[ConfigIssue] = []
+    for i, case in enumerate(suite.suite.test_cases):
+        for t, turn in enumerate(case.effective_turns()):
+            for f, ref in enumerate(turn.files):
+                path = suite.base_dir / ref.path
+                file = (
+                    TurnFile.from_path(path)
+                    if ref.media_type is None
+                    else TurnFile(path, ref.media_type)
+                )
+                why = problem(file)
+                if why is None:
+                    continue
+                turn_path: tuple[str | int, ...] = (
+                    ("test_cases", i) if case.is_legacy else ("test_cases", i, "turns", t)
+                )
+                issues.append(
+                    ConfigIssue(
+                        why,
+                        file=suite.display_path,
+                        line=suite.document.line_of((*turn_path, "files", f)),
+                        test_case=f"test_cases[{i}]" + (f' ("{case.name}")' if case.name else ""),
+                        field=(f"turns[{t}]." if not case.is_legacy else "") + f"files[{f}].path",
+                    )
+                )
+    return issues

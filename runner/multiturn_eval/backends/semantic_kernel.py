@@ -97,7 +97,6 @@ import json
 import logging
 import re
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -130,22 +129,16 @@ from semantic_kernel.functions.function_result import FunctionResult
 from semantic_kernel.functions.kernel_function_metadata import KernelFunctionMetadata
 from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
 
-from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError, TransientError
+from ..errors import BackendError, ConfigError, ConfigIssue
 from ..pricing import price_for
-from ..retry import RetryPolicy, Sleep, parse_retry_after, retry_note, turn_deadline
+from ..retry import RetryPolicy, Sleep, retry_note, turn_deadline
 from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
-from .files import file_kind
-from .wire import (
-    MAX_ITEMS,
-    chat_choice,
-    chat_tail_problem,
-    find_in_chain,
-    find_problem,
-    json_type,
-    response_hook,
-)
+from . import chat_completions
+from .chat import Dialect, Wording, priced, rounds_warning, still_calling
+from .files import file_issues, file_kind
+from .wire import ReplyProblem, find_in_chain
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
@@ -208,43 +201,20 @@ _CALL: ContextVar[_Call | None] = ContextVar("multiturn_eval_sk_call", default=N
 # ------------------------------------------------------------------- exception mapping
 
 
-_find = find_in_chain  # SK wraps the SDKs' errors in its own
+def wording(service: str, base_url: str | None) -> Wording:
+    """How messages name the service (as the ``openai`` and ``anthropic`` backends do)."""
+    if service == "anthropic":
+        from . import messages_api
 
-
-def _status_error(
-    service: str, status: int, kind: str | None, message: str, headers: Any
-) -> BackendError:
-    api = DISPLAY[service]
-    text = f"{api} API error {status}{f' {kind}' if kind else ''}: {message}"
-    if status in (401, 403):
-        return FatalBackendError(
-            f"the {api} API refused the credentials ({status}{f' {kind}' if kind else ''}: "
-            f"{message}); check agent.api_key or {ENV_VARS[service][0]}",
-            status_code=status,
-            session_alive=False,
-        )
-    if status in (408, 409, 429) or status >= 500:
-        return TransientError(text, retry_after=parse_retry_after(headers), status_code=status)
-    lowered = message.lower()
-    if (
-        status == 413
-        or kind == "context_length_exceeded"
-        or "maximum context length" in lowered
-        or "prompt is too long" in lowered
-    ):
-        return BackendError(
-            f"the conversation no longer fits the model's context window ({status}"
-            f"{f' {kind}' if kind else ''}: {message})",
-            status_code=status,
-        )
-    if status == 404:
-        text += (
-            "; check agent.model (the deployment name), agent.base_url and api_version"
-            if service == "azure-openai"
-            else "; check agent.model and agent.base_url (OpenAI-compatible servers usually "
-            "serve under /v1)"
-        )
-    return BackendError(text, status_code=status)
+        return messages_api.wording(base_url or messages_api.DEFAULT_BASE_URL)
+    return chat_completions.wording(
+        DISPLAY[service],
+        base_url,
+        f"agent.api_key or {ENV_VARS[service][0]}",
+        not_found="; check agent.model (the deployment name), agent.base_url and api_version"
+        if service == "azure-openai"
+        else chat_completions.NOT_FOUND,
+    )
 
 
 def translate(
@@ -254,45 +224,25 @@ def translate(
 
     Semantic Kernel wraps the SDK's exception (``ServiceResponseException``
     from ``openai.RateLimitError``, ...): the SDK's one is looked up in the
-    cause chain and mapped; anything else is a turn error naming it.
+    cause chain and translated as the ``openai`` and ``anthropic`` backends
+    translate it (:func:`~.chat_completions.translate`,
+    :func:`~.messages_api.translate`); anything else is a turn error naming it.
     """
     if isinstance(exc, BackendError):
         return exc
-    api = DISPLAY[service]
-    at = f" at {base_url}" if base_url else ""
-    problem = find_problem(exc)
-    if problem is not None and service != "anthropic":
-        return BackendError(
-            problem.describe(
-                f"the {api} API{at} returned a reply that is not a Chat Completions response"
-            )
-        )
+    named = wording(service, base_url)
     if service == "anthropic":
         import anthropic
 
-        from .anthropic import DEFAULT_BASE_URL
-        from .anthropic import translate as translate_anthropic
+        from . import messages_api
 
-        sdk_error = _find(exc, (anthropic.APIError,))
-        if isinstance(sdk_error, anthropic.APIError):  # the same messages as backend: anthropic
-            return translate_anthropic(sdk_error, base_url or DEFAULT_BASE_URL)
-    found = _find(exc, (openai.APIError, json.JSONDecodeError))
-    if isinstance(found, openai.APIStatusError):
-        body = found.body if isinstance(found.body, Mapping) else {}
-        message = str(body.get("message") or found.message)
-        kind = found.code or (str(body["type"]) if body.get("type") else None)
-        return _status_error(service, found.status_code, kind, message, found.response.headers)
-    if isinstance(found, openai.APITimeoutError):
-        return TransientError(f"the request to the {api} API{at} timed out")
-    if isinstance(found, openai.APIConnectionError):
-        cause = found.__cause__ or found.__context__
-        detail = f": {error_text(cause)}" if cause is not None else ""
-        return TransientError(f"cannot reach the {api} API{at}{detail}")
-    if isinstance(found, openai.APIResponseValidationError | json.JSONDecodeError):
-        return BackendError(
-            f"the {api} API{at} returned a reply that is not a Chat Completions response "
-            f"({type(found).__name__}: {str(found)[:200]})"
-        )
+        sdk_error = find_in_chain(exc, (anthropic.APIError, ReplyProblem))
+        if sdk_error is not None:
+            return messages_api.translate(sdk_error, named)
+    else:
+        found = find_in_chain(exc, (openai.APIError, json.JSONDecodeError, ReplyProblem))
+        if found is not None:
+            return chat_completions.translate(found, named)
     return BackendError(f"Semantic Kernel: {_sk_error_text(exc)}")
 
 
@@ -319,44 +269,6 @@ def _sk_error_text(exc: BaseException) -> str:
 
 #: ``<class 'pkg.mod.Name'>`` in Semantic Kernel's messages -> ``Name``
 _CLASS_REPR = re.compile(r"<class '(?:[\w.<>]+\.)?(\w+)'>")
-
-
-# -------------------------------------------------------------------- the wire check
-
-
-def chat_completion_problem(data: Any) -> str | None:
-    """Why a 200's parsed body is not a Chat Completions response, or None when it is one.
-
-    Checks what Semantic Kernel reads: exactly one entry in ``choices`` (the
-    runner never asks for more), its ``message`` an object whose ``content``
-    is a string or null and whose ``tool_calls`` (at most
-    :data:`~multiturn_eval.backends.wire.MAX_ITEMS`) each name a function with
-    arguments; ``finish_reason`` a string or null; ``usage``, when present,
-    with whole token counts. Unknown extra keys are fine.
-    """
-    found = chat_choice(data)
-    if isinstance(found, str):
-        return found
-    choice, message = found
-    content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        return f"choices[0].message.content is {json_type(content)}, not a string"
-    calls = message.get("tool_calls")
-    if calls is not None:
-        if not isinstance(calls, list):
-            return f"choices[0].message.tool_calls is {json_type(calls)}, not an array"
-        if len(calls) > MAX_ITEMS:
-            return f"{len(calls)} tool calls, more than the {MAX_ITEMS} accepted"
-        for i, call in enumerate(calls):
-            where = f"choices[0].message.tool_calls[{i}]"
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict):
-                return f"{where} has no 'function' object"
-            if not isinstance(function.get("name"), str):
-                return f"{where}.function.name is {json_type(function.get('name'))}"
-            if not isinstance(function.get("arguments"), str | dict):
-                return f"{where}.function.arguments is {json_type(function.get('arguments'))}"
-    return chat_tail_problem(data, choice)
 
 
 #: keyword arguments of ``create()`` that are request options, not body fields
@@ -401,39 +313,6 @@ def _direct_chat_completions(client: openai.AsyncOpenAI) -> None:
     completions.create = direct  # type: ignore[method-assign]
 
 
-def _openai_http_client() -> Any:
-    """The openai SDK's default HTTP client, with the reply size cap and the wire check."""
-    return openai.DefaultAsyncHttpxClient(
-        event_hooks={"response": [response_hook(chat_completion_problem)]}
-    )
-
-
-# ------------------------------------------------------------------------- usage
-
-
-def usage_from(raw: Any) -> TokenUsage | None:
-    """TokenUsage from what a Semantic Kernel connector puts into ``metadata['usage']``."""
-    if raw is None:
-        return None
-    if hasattr(raw, "input_tokens"):  # anthropic.types.Usage
-        return TokenUsage(
-            prompt_tokens=raw.input_tokens or 0,
-            completion_tokens=raw.output_tokens or 0,
-            cache_creation_tokens=getattr(raw, "cache_creation_input_tokens", None) or 0,
-            cache_read_tokens=getattr(raw, "cache_read_input_tokens", None) or 0,
-        )
-    prompt = getattr(raw, "prompt_tokens", None) or 0  # SK's CompletionUsage (OpenAI)
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
-    written = (getattr(details, "cache_write_tokens", None) or 0) if details is not None else 0
-    return TokenUsage(
-        prompt_tokens=max(0, prompt - cached - written),
-        completion_tokens=getattr(raw, "completion_tokens", None) or 0,
-        cache_read_tokens=cached,
-        cache_creation_tokens=written,
-    )
-
-
 # ---------------------------------------------------------------------- the services
 
 
@@ -453,9 +332,9 @@ async def _metered(
         ),
     )
     for reply in replies:
-        usage = usage_from(reply.metadata.get("usage"))
-        if usage is not None:
-            turn.usage.append(usage)
+        raw = reply.metadata.get("usage")
+        if raw is not None:
+            turn.usage.append(backend.usage_from(raw))
         if any(isinstance(item, FunctionCallContent) for item in reply.items):
             turn.tool_rounds += 1
         backend.check_stop(reply, turn)
@@ -665,17 +544,9 @@ class _SKSession:
             rounds = backend.config.max_tool_rounds
             if turn.tool_rounds > rounds:
                 # unanswered tool calls in the thread would make the next request invalid
-                asked = ", ".join(
-                    item.function_name
-                    for item in final.items
-                    if isinstance(item, FunctionCallContent)
-                )
-                called = ", ".join(c.content.function_name for c in turn.calls.values()) or "none"
-                raise BackendError(
-                    f"the model was still calling tools ({asked}) after max_tool_rounds = "
-                    f"{rounds} rounds, even when asked without tools; calls made this turn: "
-                    f"{called}"
-                )
+                asked = [i.function_name for i in final.items if isinstance(i, FunctionCallContent)]
+                called = [c.content.function_name for c in turn.calls.values()]
+                raise BackendError(still_calling(asked, rounds, called))
         except BaseException as exc:
             del self._history.messages[before:]  # a failed turn leaves no trace in the thread
             if isinstance(exc, Exception) and not isinstance(exc, BackendError):
@@ -684,17 +555,13 @@ class _SKSession:
         finally:
             _TURN.reset(token)
         if turn.tool_rounds == rounds:
-            turn.warnings.append(
-                f"reached max_tool_rounds = {rounds}: asked for the final reply without tools"
-            )
-        usage = TokenUsage.sum(turn.usage)
-        price = backend.price
+            turn.warnings.append(rounds_warning(rounds))
         return TurnReply(
             response="".join(item.text for item in final.items if isinstance(item, TextContent)),
             tool_invocations=_invocations(self._history.messages[before + 1 :], turn),
-            token_usage=usage,
+            token_usage=TokenUsage.sum(turn.usage),
             warnings=tuple(turn.warnings),
-            cost_usd=None if price is None else price.cost(usage),
+            cost_usd=priced(backend.price, turn.usage),
         )
 
     async def close(self) -> None:
@@ -764,7 +631,7 @@ class SemanticKernelBackend:
         if env is None:
             env = settings.env  # read once at start-up
         _quiet_logs()
-        issues = self._file_issues()
+        issues = file_issues(suite, self.file_problem)
         api_key, self.base_url = self._credentials(env)
         if api_key is None and not (self.service_name == "openai" and self.base_url):
             key_var = ENV_VARS[self.service_name][0]
@@ -787,6 +654,16 @@ class SemanticKernelBackend:
         self.price = price_for(config.model, suite.suite.pricing)
         self.toolset = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
         self._client: Any = None
+        if self.service_name == "anthropic":
+            from . import messages_api
+
+            self.dialect: Dialect = messages_api.MESSAGES
+            self.usage_from: Callable[[Any], TokenUsage] = messages_api.usage_from
+            """TokenUsage from what a connector puts into ``metadata['usage']`` (the SDK's
+            ``Usage``, or Semantic Kernel's ``CompletionUsage``), as the backends count it."""
+        else:
+            self.dialect = chat_completions.CHAT_COMPLETIONS
+            self.usage_from = chat_completions.usage_from
         try:
             service = self._service(api_key, env, settings.turn_timeout)
         except ServiceInitializationError as exc:  # e.g. a bad AZURE_OPENAI_* in the environment
@@ -833,38 +710,6 @@ class SemanticKernelBackend:
 
     # ------------------------------------------------------------------ construction
 
-    def _file_issues(self) -> list[ConfigIssue]:
-        """Files Semantic Kernel's connectors cannot send: configuration errors, before any call."""
-        suite = self.suite
-        issues: list[ConfigIssue] = []
-        for i, case in enumerate(suite.suite.test_cases):
-            for t, turn in enumerate(case.effective_turns()):
-                for f, ref in enumerate(turn.files):
-                    path = suite.base_dir / ref.path
-                    file = (
-                        TurnFile.from_path(path)
-                        if ref.media_type is None
-                        else TurnFile(path, ref.media_type)
-                    )
-                    problem = self.file_problem(file)
-                    if problem is None:
-                        continue
-                    turn_path: tuple[str | int, ...] = (
-                        ("test_cases", i) if case.is_legacy else ("test_cases", i, "turns", t)
-                    )
-                    issues.append(
-                        ConfigIssue(
-                            problem,
-                            file=suite.display_path,
-                            line=suite.document.line_of((*turn_path, "files", f)),
-                            test_case=f"test_cases[{i}]"
-                            + (f' ("{case.name}")' if case.name else ""),
-                            field=(f"turns[{t}]." if not case.is_legacy else "")
-                            + f"files[{f}].path",
-                        )
-                    )
-        return issues
-
     def file_problem(self, file: TurnFile) -> str | None:
         """Why Semantic Kernel's connector for this service cannot send ``file``, or None."""
         kind = file_kind(file)
@@ -891,62 +736,45 @@ class SemanticKernelBackend:
         self, api_key: str | None, env: Mapping[str, str], timeout: float
     ) -> ChatCompletionClientBase:
         model = self.config.model
-        if self.service_name == "openai":
-            client = openai.AsyncOpenAI(
+        if self.service_name in ("openai", "azure-openai"):
+            azure = self.service_name == "azure-openai"
+            client = chat_completions.sdk_client(
                 api_key=api_key or NO_KEY,
-                base_url=self.base_url,
-                max_retries=0,
+                # None: the SDK's default (what the run's environment does not override)
+                base_url=self.base_url or ("" if azure else chat_completions.DEFAULT_BASE_URL),
                 timeout=timeout,
-                http_client=_openai_http_client(),
+                api_version=(
+                    self.config.api_version
+                    or env.get("AZURE_OPENAI_API_VERSION")
+                    or DEFAULT_AZURE_API_VERSION
+                )
+                if azure
+                else None,
+                check=chat_completions.lenient_problem,
             )
             self._client = client
             _direct_chat_completions(client)
-            openai_class: Any = _OpenAIService  # the pydantic plugin mistypes SK's own __init__
+            # the pydantic plugin mistypes SK's own __init__
+            if azure:
+                azure_class: Any = _AzureService
+                azure_service: ChatCompletionClientBase = azure_class(
+                    deployment_name=model, async_client=client
+                )
+                return azure_service
+            openai_class: Any = _OpenAIService
             openai_service: ChatCompletionClientBase = openai_class(
                 ai_model_id=model, async_client=client
             )
             return openai_service
-        if self.service_name == "azure-openai":
-            version = (
-                self.config.api_version
-                or env.get("AZURE_OPENAI_API_VERSION")
-                or DEFAULT_AZURE_API_VERSION
-            )
-            azure = openai.AsyncAzureOpenAI(
-                azure_endpoint=self.base_url or "",
-                api_key=api_key,
-                api_version=version,
-                max_retries=0,
-                timeout=timeout,
-                http_client=_openai_http_client(),
-            )
-            self._client = azure
-            _direct_chat_completions(azure)
-            azure_class: Any = _AzureService
-            azure_service: ChatCompletionClientBase = azure_class(
-                deployment_name=model, async_client=azure
-            )
-            return azure_service
-        import anthropic
+        from . import messages_api
 
-        from .anthropic import _end_of_life, checked_http_client
-
-        retired = _end_of_life(model)
+        retired = messages_api.retirement_warning(model, self.suite.display_path)
         if retired is not None:
-            self.warnings.append(
-                f"{self.suite.display_path}: agent.model {model!r} is deprecated; Anthropic "
-                f"retires it on {retired}"
-            )
-        # said once above; the SDK would repeat it on every request
-        warnings.filterwarnings(
-            "ignore", message=r"The model '.*' is deprecated", category=DeprecationWarning
-        )
-        anthropic_client = anthropic.AsyncAnthropic(
+            self.warnings.append(retired)
+        anthropic_client = messages_api.sdk_client(
             api_key=api_key,
-            base_url=self.base_url,
-            max_retries=0,
+            base_url=self.base_url or messages_api.DEFAULT_BASE_URL,
             timeout=timeout,
-            http_client=checked_http_client(),
         )
         self._client = anthropic_client
         # SK's AnthropicSettings wants the key even beside a client
@@ -983,35 +811,24 @@ class SemanticKernelBackend:
         return translate(exc, self.service_name, self.base_url)
 
     def check_stop(self, reply: ChatMessageContent, turn: _Turn) -> None:
-        """A refusal or a content filter fails the turn; a reply cut off at the limit warns."""
+        """A refusal or a content filter fails the turn; a reply cut off at the limit warns
+        (the dialect's stop reasons, as on the ``anthropic`` and ``openai`` backends)."""
         inner = reply.inner_content
+        limit: int | None
         if self.service_name == "anthropic":
-            stop = getattr(inner, "stop_reason", None)
-            if stop == "refusal":
-                raise BackendError("the model refused to answer (stop_reason: refusal)")
-            if stop in ("max_tokens", "model_context_window_exceeded"):
-                limit = self.config.max_tokens or ANTHROPIC_MAX_TOKENS
-                turn.warnings.append(
-                    f"the reply was cut off (stop_reason: {stop}"
-                    + (f" = {limit}" if stop == "max_tokens" else "")
-                    + ")"
-                )
-            return
-        choices = getattr(inner, "choices", None) or []
-        message = getattr(choices[0], "message", None) if choices else None
-        refusal = getattr(message, "refusal", None)
-        if refusal:
-            raise BackendError(f"the model refused to answer: {refusal}")
-        reason = getattr(choices[0], "finish_reason", None) if choices else None
-        if reason == "content_filter":
-            raise BackendError(
-                "the service's content filter stopped the reply (finish_reason: content_filter)"
-            )
-        if reason == "length":
-            shown = f" = {self.config.max_tokens}" if self.config.max_tokens else ""
-            turn.warnings.append(
-                f"the reply was cut off (finish_reason: length, max_tokens{shown})"
-            )
+            stop, refusal = getattr(inner, "stop_reason", None), None
+            limit = self.config.max_tokens or ANTHROPIC_MAX_TOKENS
+        else:
+            choices = getattr(inner, "choices", None) or []
+            message = getattr(choices[0], "message", None) if choices else None
+            stop = getattr(choices[0], "finish_reason", None) if choices else None
+            refusal, limit = getattr(message, "refusal", None), self.config.max_tokens
+        # the refusal is named alone: Semantic Kernel's reply is not read for its text here
+        error, warning = self.dialect.stop_verdict(stop, refusal, "", limit)
+        if error is not None:
+            raise BackendError(error)
+        if warning is not None:
+            turn.warnings.append(warning)
 
     def user_message(self, message: str, files: Sequence[TurnFile]) -> ChatMessageContent:
         """The turn's message; files first (text inlined as ``<file name="...">``), then the text."""

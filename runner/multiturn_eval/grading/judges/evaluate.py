@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...backends.chat import priced
 from ...pricing import price_for
 from ...results import MetricResult
 from ...suite import JudgeConfig, JudgeEvaluation, ModelPrice
@@ -140,8 +141,7 @@ async def _judge(
     cost: float | None = None
     if outcome.reply is not None:
         usage = outcome.reply.usage if fresh else TokenUsage()
-        price = price_for(judge.model, pricing)
-        cost = price.cost(usage) if price is not None else None
+        cost = priced(price_for(judge.model, pricing), [usage])
     warnings = list(outcome.notes) if fresh else []
     if outcome.error is not None:
         return JudgeResult(_error(spec, outcome.error, details), usage, cost, warnings)

@@ -34,11 +34,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from ...backends.chat import Structured
 from ...errors import BackendError, FatalBackendError
-from ...retry import RetryPolicy, Sleep, request_timeout, turn_deadline
+from ...retry import RetryPolicy, Sleep, retry_note, turn_deadline
 from ...suite import JudgeConfig, RetryConfig
 from ...types import TokenUsage
-from .clients import JudgeClient, JudgeRequest, RawReply, make_client
+from .clients import JudgeClient, JudgeRequest, make_client
 
 DEFAULT_BACKEND = "anthropic"
 DEFAULT_TEMPERATURE = 0.0
@@ -126,7 +127,7 @@ def resolve(merged: Mapping[str, Any], env: Mapping[str, str]) -> ResolvedJudge:
 class JudgeOutcome:
     """One judge call's result: the raw verdict (or why none), its usage, warnings."""
 
-    reply: RawReply | None
+    reply: Structured | None
     error: str | None
     """A call that failed (after retries): the metric's error."""
     notes: tuple[str, ...] = ()
@@ -200,15 +201,11 @@ class JudgeService:
         policy = RetryPolicy(retry, sleep=self._sleep)
 
         def note(error: BackendError, attempt: int, wait: float) -> None:
-            notes.append(f"judge attempt {attempt} failed ({error}); retried after {wait:.2f} s")
+            notes.append(f"judge {retry_note(error, attempt, wait)}")
 
         with turn_deadline(self.timeout):
             try:
-                reply = await policy.run(
-                    lambda: client.call(request, request_timeout(self.timeout)),
-                    client.translate,
-                    on_retry=note,
-                )
+                reply = await client.call(request, policy, note)
             except FatalBackendError:
                 raise
             except BackendError as exc:

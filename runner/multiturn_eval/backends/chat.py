@@ -1,0 +1,605 @@
+"""The chat core: one turn against a chat model, for every caller that talks to one (SPEC 6.12).
+
+The ``anthropic`` and ``openai`` backends, the LLM judges and (next) the
+simulated user share this module; what differs between the Anthropic Messages
+API and OpenAI Chat Completions (Azure included) is a :class:`Dialect` in
+:mod:`.messages_api` and :mod:`.chat_completions`, which only builds requests,
+parses replies into a neutral :class:`Reply` (text, tool calls, usage, stop
+reason) and translates errors. Semantic Kernel keeps its own kernel loop
+(:mod:`.semantic_kernel`) and shares the dialects' error translation, usage
+and stop-reason handling.
+
+**A turn** (:meth:`ChatAgent.turn`): the user's message joins the history;
+each request sends the whole history; while the reply asks for tool calls,
+they run through the :class:`~multiturn_eval.tools.ToolSet` one after another
+in the order the model made them (a tool from anywhere -- the suite's Python
+functions today, MCP servers next -- is just a name in the ToolSet: the loop
+never asks where it comes from) and their results join the history. After
+``max_tool_rounds`` rounds the next request asks for the final reply without
+tools and the turn gets a warning; a model that still calls tools fails the
+turn. A refusal (or a content filter) fails the turn; a reply cut off at the
+token limit keeps its text with a warning. A turn that fails for any reason
+leaves the history exactly as it was before the turn, so the next turn is sent
+on a conversation the API accepts.
+
+The history is kept in the provider's own wire form: each message is encoded
+once, when it joins the conversation (the dialect's ``*_entry`` methods), and
+the history list itself is every request's ``messages``: no request copies or
+re-encodes the conversation (CPU per request stays flat over a long dialogue,
+``bench/overhead``).
+
+**Usage and cost**: each request's usage is priced on its own
+(:func:`priced`: ``Price.cost(usage)`` per request, summed; None when any
+request is unpriced), since long-context tiers are per request; the turn
+reports the summed usage and that cost.
+
+**The exchange point** (:attr:`ChatClient.exchange`): every model request of a
+client -- the agent's, a judge's, a simulated user's -- goes through one
+awaitable ``exchange(side, path, body) -> Exchanged``: ``side`` is who asks
+(``"agent"``, ``"judge"``, ``"user"``), ``path`` the API path
+(``/v1/messages``, ``/chat/completions``), ``body`` the JSON body as a dict;
+it returns the HTTP status and the parsed JSON body -- every status, error
+replies included (``headers`` carry ``retry-after``) -- after the wire checks
+of :mod:`.wire` for a 2xx; it raises only when no usable reply came (a dropped
+connection, a timeout, a reply that fails the wire check). The retry policy,
+the status translation (:meth:`Dialect.status_error`) and the tool loop sit
+above it, so a recorder can wrap it (``client.exchange =
+record(client.exchange)``) and a replayer replace it without touching the
+loop: a replayed 2xx should be checked with :attr:`Dialect.check` first (a
+hand-edited fixture), and a replayed error status goes through the same
+translation as a live one.
+
+**A structured call** (:func:`structured`): one request whose answer must be
+one JSON object of a schema -- Anthropic through a forced tool, OpenAI through
+a strict ``json_schema`` response format -- returned unchecked with its usage,
+or why there is none (a refusal, text instead of the object, a cut-off
+reply). The judges' verdicts use it; a simulated user's turn will too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ..errors import BackendError, FatalBackendError, TransientError
+from ..retry import OnRetry, RetryPolicy, parse_retry_after, request_timeout, retry_note
+from ..tools import ToolOutcome, ToolSet, error_text
+from ..types import CaseContext, TokenUsage, ToolInvocation, TurnReply
+
+if TYPE_CHECKING:
+    from ..pricing import Price
+    from .wire import Check
+
+# This module is imported while suites load (the judges' verdicts use quote()), so it
+# imports no HTTP stack at the top: .wire (and httpx2) come with the first ChatClient.
+
+Side = Literal["agent", "judge", "user"]
+"""Who makes a model request: the agent under test, an LLM judge, a simulated user."""
+
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+"""The headers of a reply that needs none (every 2xx)."""
+
+
+# ------------------------------------------------------------------- neutral messages
+
+
+@dataclass(frozen=True, slots=True)
+class Exchanged:
+    """One HTTP reply as the exchange point returns it."""
+
+    status: int
+    data: Any
+    """The parsed JSON body (for an error status, the body's text when it is not JSON)."""
+    headers: Mapping[str, str] | None = None
+    """An error reply's headers (``retry-after``); None for a 2xx."""
+
+
+Exchange = Callable[[Side, str, dict[str, Any]], Awaitable[Exchanged]]
+"""``exchange(side, path, body)``: one model request (see the module docstring)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call the model asked for."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] | str
+    """As the model sent them: an object (Messages API) or JSON text (Chat Completions)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One assistant reply, neutral: what the loop needs from any provider."""
+
+    text: str
+    tool_calls: Sequence[ToolCall]
+    """The calls the model asks the runner to run now (empty: the reply is final)."""
+    usage: TokenUsage
+    stop: str | None
+    """The provider's own stop reason (``end_turn``, ``tool_use``, ``stop``, ``length``...)."""
+    refusal: str | None
+    """A refusal the provider reports apart from the text (Chat Completions' ``refusal``)."""
+    raw: Any
+    """The provider's message as the API sent it (what goes back into the history)."""
+
+
+@dataclass(slots=True)
+class Conversation:
+    """One session's history, in the provider's wire form; ``system`` for APIs that send it apart."""
+
+    history: list[dict[str, Any]]
+    system: Any = None
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How messages name the service a client talks to, for whom."""
+
+    api: str
+    """``Anthropic``, ``OpenAI``, ``Azure OpenAI``, ``OpenAI-compatible``."""
+    base_url: str | None
+    key_hint: str
+    """What to check after a 401/403: ``ANTHROPIC_API_KEY or agent.api_key``."""
+    reply: str
+    """What a 2xx body must be: ``a Messages API response``."""
+    not_found: str = ""
+    """Appended to a 404's message (what to check)."""
+    side: Side = "agent"
+
+    @property
+    def at(self) -> str:
+        return f" at {self.base_url}" if self.base_url else ""
+
+    def not_a_reply(self) -> str:
+        """``the X API at URL returned a reply that is not <reply>``."""
+        return f"the {self.api} API{self.at} returned a reply that is not {self.reply}"
+
+    def refused(self, status: int, kind: str | None, message: str) -> str:
+        """The message of a 401/403 (the agent's names the error type; a judge's, the status)."""
+        if self.side == "agent":
+            return (
+                f"the {self.api} API refused the credentials ({shown_status(status, kind)}: "
+                f"{message}); check {self.key_hint}"
+            )
+        return (
+            f"the {self.side}'s {self.api} API refused the credentials ({status}: {message}); "
+            f"check {self.key_hint}"
+        )
+
+
+def shown_status(status: int, kind: str | None) -> str:
+    return f"{status} {kind}" if kind else str(status)
+
+
+@dataclass(frozen=True)
+class StructuredRequest:
+    """A request for one JSON object of ``schema`` (a judge's verdict, a simulated user's turn)."""
+
+    model: str
+    system: str
+    prompt: str
+    name: str
+    """The forced tool's name (Anthropic) and the response format's (OpenAI)."""
+    description: str
+    schema: dict[str, Any]
+    max_tokens: int
+    temperature: float
+    who: str = "the judge"
+    """Who answers, in the messages of a reply that does not fit."""
+
+
+@dataclass(frozen=True)
+class Structured:
+    """What a structured call gave: the object (unchecked) or why there is none, and its usage."""
+
+    data: Any
+    problem: str | None
+    usage: TokenUsage
+
+
+# ------------------------------------------------------------------------ the dialect
+
+
+class Dialect(Protocol):
+    """A provider API: builds and parses its messages, translates its errors; nothing else."""
+
+    @property
+    def path(self) -> str:
+        """The request path (``/v1/messages``, ``/chat/completions``)."""
+        ...
+
+    @property
+    def check(self) -> Check:
+        """The wire check of a 2xx body (:func:`~.wire.response_hook`)."""
+        ...
+
+    @property
+    def status_error_type(self) -> type[Exception]:
+        """The SDK's exception for an error status (the exchange returns such a reply)."""
+        ...
+
+    def parse(self, data: Any) -> Reply:
+        """A checked 2xx body as a neutral reply."""
+        ...
+
+    def status_error(
+        self, status: int, body: Any, headers: Mapping[str, str], wording: Wording
+    ) -> BackendError:
+        """An error status as a BackendError (401/403 fatal; 408/409/429/5xx transient)."""
+        ...
+
+    def translate(self, exc: BaseException, wording: Wording) -> BackendError:
+        """Any other failure (the SDK's, the wire check's) as a BackendError."""
+        ...
+
+    def assistant_entry(self, reply: Reply) -> dict[str, Any]:
+        """The history entry of a reply that asked for tool calls."""
+        ...
+
+    def tool_results(
+        self, calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]
+    ) -> list[dict[str, Any]]:
+        """The history entries answering a round of tool calls."""
+        ...
+
+    def final_entry(self, reply: Reply) -> dict[str, Any] | None:
+        """The history entry of the final reply (None: nothing to keep)."""
+        ...
+
+    def refused_calls(self, calls: Sequence[ToolCall], tools: ToolSet) -> list[str]:
+        """Calls the turn cannot run at all (the whole reply is refused), or []."""
+        ...
+
+    def stop_verdict(
+        self, stop: str | None, refusal: str | None, text: str, max_tokens: int | None
+    ) -> tuple[str | None, str | None]:
+        """(turn error, warning) for a final reply's stop reason."""
+        ...
+
+    def structured_body(self, request: StructuredRequest) -> dict[str, Any]: ...
+
+    def structured_result(self, reply: Reply, request: StructuredRequest) -> Structured: ...
+
+
+# ---------------------------------------------------------------------- translation
+
+
+def sdk_error_text(status: int, body: Any) -> str:
+    """The message the SDKs give an error status whose body says none."""
+    if body is None:
+        return f"Error code: {status}"
+    if isinstance(body, str):
+        return body or f"Error code: {status}"
+    return f"Error code: {status} - {body}"
+
+
+def error_body(response: Any) -> Any:
+    """An error reply's body: its JSON, else its text (as the SDKs read it)."""
+    text = response.text.strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def transient_status(status: int) -> bool:
+    """Statuses worth retrying: 408, 409, 429 and every 5xx (529 included)."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def status_basics(
+    status: int, kind: str | None, message: str, headers: Mapping[str, str], wording: Wording
+) -> BackendError | None:
+    """The answer every provider gives alike: 401/403 fatal, transient statuses retried."""
+    if status in (401, 403):
+        return FatalBackendError(
+            wording.refused(status, kind, message), status_code=status, session_alive=False
+        )
+    if transient_status(status):
+        return TransientError(
+            f"{wording.api} API error {shown_status(status, kind)}: {message}",
+            retry_after=parse_retry_after(headers),
+            status_code=status,
+        )
+    return None
+
+
+def translate_sdk(
+    exc: BaseException,
+    wording: Wording,
+    *,
+    status_error: Callable[[BaseException], BackendError | None] | None,
+    timeout: type[BaseException],
+    connection: type[BaseException],
+    invalid: tuple[type[BaseException], ...],
+) -> BackendError:
+    """The one translation of an SDK's failures (both SDKs share their exception layout).
+
+    ``status_error`` maps the SDK's error-status exception (None: the exchange
+    point already returned the status); ``timeout`` and ``connection`` are its
+    timeout and connection errors (retried); ``invalid`` the exceptions of a
+    reply it could not read (a turn error, like a reply the wire check refused).
+    """
+    if isinstance(exc, BackendError):
+        return exc
+    from .wire import find_in_chain, find_problem  # a failed request only
+
+    problem = find_problem(exc)
+    if problem is not None:
+        return BackendError(problem.describe(wording.not_a_reply()))
+    if status_error is not None:
+        mapped = status_error(exc)
+        if mapped is not None:
+            return mapped
+    if isinstance(exc, timeout):
+        return TransientError(f"the request to the {wording.api} API{wording.at} timed out")
+    if isinstance(exc, connection):
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {error_text(cause)}" if cause is not None else ""
+        return TransientError(f"cannot reach the {wording.api} API{wording.at}{detail}")
+    found = find_in_chain(exc, invalid)
+    if found is not None or isinstance(exc, ValueError):
+        shown = found or exc
+        return BackendError(f"{wording.not_a_reply()} ({type(shown).__name__}: {str(shown)[:200]})")
+    return BackendError(f"{type(exc).__name__}: {exc}")
+
+
+# -------------------------------------------------------------------------- the client
+
+
+class ChatClient:
+    """One SDK client of one endpoint, with its dialect, wording and exchange point."""
+
+    def __init__(
+        self,
+        sdk: Any,
+        dialect: Dialect,
+        wording: Wording,
+        *,
+        timeout: float,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.sdk = sdk
+        self.dialect = dialect
+        self.wording = wording
+        self.timeout = timeout
+        self._options = dict(options or {})
+        import httpx2
+
+        from .wire import parsed_body
+
+        self._raw = httpx2.Response
+        self._parsed_body = parsed_body
+        self.exchange: Exchange = self._post
+        """Every model request of this client goes through here (see the module docstring)."""
+
+    async def _post(self, side: Side, path: str, body: dict[str, Any]) -> Exchanged:
+        """One request with the SDK client's own ``post`` (its headers, auth, URL, Azure paths).
+
+        The reply is read as the JSON the wire check has already parsed and
+        checked, not built into the SDK's models.
+        """
+        try:
+            response = await self.sdk.post(
+                path,
+                body=body,
+                cast_to=self._raw,
+                options={"timeout": request_timeout(self.timeout), **self._options},
+            )
+        except self.dialect.status_error_type as exc:
+            reply = exc.response  # type: ignore[attr-defined]
+            return Exchanged(reply.status_code, error_body(reply), reply.headers)
+        return Exchanged(response.status_code, self._parsed_body(response))
+
+    def translate(self, exc: BaseException) -> BackendError:
+        return self.dialect.translate(exc, self.wording)
+
+    async def request(
+        self,
+        side: Side,
+        body: dict[str, Any],
+        policy: RetryPolicy,
+        on_retry: OnRetry | None = None,
+    ) -> Reply:
+        """One model call through the exchange point, retried by ``policy``: the neutral reply."""
+        dialect = self.dialect
+        path = dialect.path
+
+        async def attempt() -> Reply:
+            got = await self.exchange(side, path, body)
+            if not 200 <= got.status < 300:
+                headers = got.headers if got.headers is not None else _NO_HEADERS
+                raise dialect.status_error(got.status, got.data, headers, self.wording)
+            return dialect.parse(got.data)
+
+        return await policy.run(attempt, self.translate, on_retry=on_retry)
+
+    async def aclose(self) -> None:
+        await self.sdk.close()
+
+
+# ------------------------------------------------------------------------- the loop
+
+
+def rounds_warning(limit: int) -> str:
+    return f"reached max_tool_rounds = {limit}: asked for the final reply without tools"
+
+
+def still_calling(asked: Sequence[str], limit: int, called: Sequence[str]) -> str:
+    """The turn error of a model still calling tools when asked for the final reply."""
+    return (
+        f"the model was still calling tools ({', '.join(asked)}) after max_tool_rounds = "
+        f"{limit} rounds, even when asked without tools; calls made this turn: "
+        f"{', '.join(called) or 'none'}"
+    )
+
+
+def priced(price: Price | None, usages: Sequence[TokenUsage]) -> float | None:
+    """The cost of a turn's requests, each priced on its own (None when any is unpriced)."""
+    if price is None:
+        return None
+    total = 0.0
+    for usage in usages:
+        cost: float | None = price.cost(usage)
+        if cost is None:
+            return None
+        total += cost
+    return total
+
+
+Body = Callable[[Conversation, int, bool], dict[str, Any]]
+"""``body(conversation, rounds, last_call)``: a request of the tool loop."""
+
+
+@dataclass
+class ChatAgent:
+    """A chat model as an agent under test: a client, its requests, tools, retries, price."""
+
+    client: ChatClient
+    body: Body
+    tools: ToolSet
+    policy: RetryPolicy
+    price: Price | None
+    max_tool_rounds: int
+    max_tokens: int | None = None
+    """For the cut-off warning (``max_tokens = N``); None: not shown."""
+    side: Side = "agent"
+
+    async def turn(
+        self, conversation: Conversation, message: dict[str, Any], case: CaseContext
+    ) -> TurnReply:
+        """One turn: ``message`` (the user's history entry), the tool loop, the final reply."""
+        client = self.client
+        dialect = client.dialect
+        history = conversation.history
+        start = len(history)
+        history.append(message)
+        usages: list[TokenUsage] = []
+        invocations: list[ToolInvocation] = []
+        warnings: list[str] = []
+        limit = self.max_tool_rounds
+
+        def note(error: BackendError, attempt: int, wait: float) -> None:
+            warnings.append(retry_note(error, attempt, wait))
+
+        try:
+            for rounds in itertools.count():
+                last_call = rounds >= limit
+                if last_call:
+                    warnings.append(rounds_warning(limit))
+                # the history list itself is the request's messages: nothing is copied
+                reply = await client.request(
+                    self.side, self.body(conversation, rounds, last_call), self.policy, note
+                )
+                usages.append(reply.usage)
+                calls = reply.tool_calls
+                if calls:
+                    if last_call:
+                        raise BackendError(
+                            still_calling(
+                                [c.name for c in calls], limit, [i.name for i in invocations]
+                            )
+                        )
+                    problems = dialect.refused_calls(calls, self.tools)
+                    if problems:
+                        raise BackendError(
+                            "the model called "
+                            + "; and ".join(problems)
+                            + " (no tool of that reply was run; the turn is not kept in the "
+                            "conversation)"
+                        )
+                    history.append(dialect.assistant_entry(reply))
+                    outcomes = []
+                    for call in calls:  # in the order the model made them
+                        outcome = await self.tools.call(call.name, call.arguments, case)
+                        invocations.append(outcome.invocation)
+                        outcomes.append(outcome)
+                    history.extend(dialect.tool_results(calls, outcomes))
+                    continue
+                error, warning = dialect.stop_verdict(
+                    reply.stop, reply.refusal, reply.text, self.max_tokens
+                )
+                if error is not None:
+                    raise BackendError(error)
+                if warning is not None:
+                    warnings.append(warning)
+                entry = dialect.final_entry(reply)
+                if entry is not None:
+                    history.append(entry)
+                break
+        except BaseException:
+            del history[start:]  # a failed turn leaves the conversation as it was
+            raise
+        return TurnReply(
+            response=reply.text,
+            tool_invocations=tuple(invocations),
+            token_usage=TokenUsage.sum(usages),
+            warnings=tuple(warnings),
+            cost_usd=priced(self.price, usages),
+        )
+
+
+async def structured(
+    client: ChatClient,
+    request: StructuredRequest,
+    policy: RetryPolicy,
+    *,
+    side: Side = "judge",
+    on_retry: OnRetry | None = None,
+) -> Structured:
+    """One structured call (see the module docstring): retried; its failures raise BackendError."""
+    dialect = client.dialect
+    reply = await client.request(side, dialect.structured_body(request), policy, on_retry)
+    return dialect.structured_result(reply, request)
+
+
+def quote(value: Any, limit: int = 200) -> str:
+    """A short, single-line ``repr`` of a reply's text or object, for a structured call's problems."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def field_of(obj: Any, key: str) -> Any:
+    """``obj[key]`` of a parsed body, or ``obj.key`` of an SDK model (Semantic Kernel's usage)."""
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def usage_of(
+    prompt: int, completion: int, cache_write: int, cache_read: int, reasoning: int | None = None
+) -> TokenUsage:
+    """TokenUsage from counts already checked on the wire (no validation per request)."""
+    return TokenUsage.model_construct(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=prompt + completion + cache_write + cache_read,
+        cache_creation_tokens=cache_write,
+        cache_read_tokens=cache_read,
+        reasoning_tokens=reasoning,
+    )
+
+
+__all__ = [
+    "ChatAgent",
+    "ChatClient",
+    "Conversation",
+    "Dialect",
+    "Exchange",
+    "Exchanged",
+    "Reply",
+    "Side",
+    "Structured",
+    "StructuredRequest",
+    "ToolCall",
+    "Wording",
+    "priced",
+    "quote",
+    "structured",
+]
