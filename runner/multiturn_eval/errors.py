@@ -11,7 +11,9 @@
     ├── BackendError                    one agent call failed; says whether to retry
     │   ├── SessionError                the session may be broken (public API)
     │   ├── TransientError              worth retrying (429, 529, 5xx, dropped connection)
-    │   └── FatalBackendError           nothing will work (bad API key): stop the run (exit 3)
+    │   ├── FatalBackendError           nothing will work (bad API key): stop the run (exit 3)
+    │   └── NotRegradable               regrade: the report holds no reply for this turn
+    │                                   (raised by ``backends.replay``, a turn error)
     ├── TurnTimeout                     a turn ran past ``turn_timeout``
     ├── FatalRunError                   carries a case's result out of the case runner when
     │                                   the whole run must stop (after a FatalBackendError)
@@ -21,6 +23,11 @@
     │   └── UnknownToolError            the model called a tool the suite does not offer
     ├── UserCodeAbort                   user code raised a BaseException that is not an
     │                                   error (sys.exit, KeyboardInterrupt): a turn error
+    ├── JudgeConfigProblem              a judge: block unusable after merging its levels
+    │                                   (also a ValueError; the loader makes it a located
+    │                                   ConfigError, a direct caller a metric error)
+    ├── VerdictProblem                  a judge's reply does not fit the verdict schema
+    │                                   (``grading.judges.verdict``; a metric error)
     └── GitHubError                     the GitHub REST API refused or failed a request
         └── RateLimited                 ... because of a rate limit
 
@@ -31,7 +38,7 @@
 Internal, defined next to the one function that raises and the one that
 catches them, never leaving their module: ``backends.wire.ReplyProblem`` (and
 ``ReplyTooLarge``; a reply that is not the API's shape, translated into a
-``BackendError`` by each backend), ``backends.http._StatusError`` and
+``BackendError`` by ``backends.chat.translate`` and the http backend), ``backends.http._StatusError`` and
 ``_Shape`` (the same for the http backend), ``usercode._Carried`` (a
 BaseException from a thread, carried to the awaiting task).
 
@@ -210,6 +217,25 @@ class UnknownToolError(ToolError, LookupError):
 
 class UserCodeAbort(MultiturnEvalError):
     """User code raised a BaseException that is not an error (sys.exit, KeyboardInterrupt, ...)."""
+
+
+class NotRegradable(BackendError):
+    """Regrade: a turn (or test case) the report holds no reply for; the session ends."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, session_alive=False)
+
+
+class JudgeConfigProblem(MultiturnEvalError, ValueError):
+    """A judge block that cannot be used after merging; ``field`` is the key at fault."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class VerdictProblem(MultiturnEvalError):
+    """A judge's reply does not fit the verdict schema; the message says why, with an excerpt."""
 
 
 class Interrupted(BaseException):

@@ -35,11 +35,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError, ConfigIssue, YamlSyntaxError
+from .errors import ConfigError, ConfigIssue, JudgeConfigProblem, YamlSyntaxError
 from .grading.evaluators import parse_ground_truth_number
 from .grading.judges.evaluate import JudgeTexts
 from .grading.judges.prompt import template_problem
-from .grading.judges.service import PACKAGES, JudgeConfigProblem, merge_levels, resolve
+from .grading.judges.service import PACKAGES, merge_levels, resolve
 from .imports import add_import_paths, resolve_callable
 from .secrets import is_secret_name, is_secret_value
 from .suite import (

@@ -40,7 +40,7 @@ A failed turn leaves the history as it was before the turn (a half-finished
 tool loop would make every later request invalid), so the next turn is sent
 on a clean conversation.
 
-Errors (:func:`~.messages_api.translate`): 401/403 stop the run (exit 3) with
+Errors (:meth:`~.chat.Dialect.translate`): 401/403 stop the run (exit 3) with
 one message; 408, 409, 429, 5xx, 529, timeouts and connection errors are
 retried, then fail the turn; a prompt too long for the context window and
 every other 4xx fail the turn.
@@ -51,7 +51,7 @@ type the installed SDK does not know, a cut-off, empty or non-UTF-8 body, a
 body over 10 MB) fails the turn with "the Anthropic API at URL returned a
 reply that is not a Messages API response (why): <excerpt>", checked on the
 wire before anything parses it (:mod:`multiturn_eval.backends.wire`,
-:func:`~.messages_api.message_problem`). It is not retried and the session
+:func:`~.messages_api.check`). It is not retried and the session
 stays alive: the history is as before the turn, so the next turn is sent as
 usual.
 
@@ -80,18 +80,14 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BackendError, ConfigError, ConfigIssue
-from ..pricing import price_for
-from ..retry import RetryPolicy, Sleep, turn_deadline
+from ..errors import ConfigError, ConfigIssue
 from ..suite import AnthropicAgent
-from ..tools import ToolSet
-from ..types import CaseContext, TurnFile, TurnReply
+from ..types import TurnFile
 from . import messages_api
-from .chat import ChatAgent
-from .files import PDF_TYPE, file_issues, file_kind
+from .chat import ChatBackend, ChatClient, ChatSession
+from .files import PDF_TYPE, FileParts, file_issues, file_kind
 from .messages_api import DEFAULT_BASE_URL, MessagesRequests
 
 if TYPE_CHECKING:
@@ -159,26 +155,15 @@ def file_block(file: TurnFile) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- backend
 
 
-class AnthropicBackend:
-    name = "anthropic"
+class AnthropicBackend(ChatBackend):
+    """Claude through the Messages API (see the module docstring)."""
 
-    def __init__(
-        self,
-        suite: LoadedSuite,
-        settings: RunSettings,
-        *,
-        env: Mapping[str, str] | None = None,
-        sleep: Sleep | None = None,
-    ) -> None:
-        agent = suite.suite.agent
-        assert isinstance(agent, AnthropicAgent)
-        self.agent = agent
-        self.secrets: set[str] = set()
-        """What this backend adds to the run's secrets (its API key)."""
-        self.warnings: list[str] = []
-        """Said once at the start of the run (a deprecated model)."""
-        if env is None:  # the environment as read once at start-up (empty: built outside the CLI)
-            env = settings.env
+    name = "anthropic"
+    agent_type = AnthropicAgent
+    agent: AnthropicAgent
+
+    def setup(self, suite: LoadedSuite, settings: RunSettings, env: Mapping[str, str]) -> None:
+        agent = self.agent
         api_key = agent.api_key or env.get("ANTHROPIC_API_KEY") or None
         auth_token = None if api_key else (env.get("ANTHROPIC_AUTH_TOKEN") or None)
         issues = file_issues(suite, file_problem)
@@ -204,79 +189,27 @@ class AnthropicBackend:
         retired = messages_api.retirement_warning(agent.model, suite.display_path)
         if retired is not None:
             self.warnings.append(retired)
-        self.turn_timeout = settings.turn_timeout
-        self.tools = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
-        self.requests = MessagesRequests(
+        requests = MessagesRequests(
             model=agent.model,
             max_tokens=agent.max_tokens,
             tools=self.tools.anthropic_tools(cache=agent.prompt_caching),
             temperature=agent.temperature,
             prompt_caching=agent.prompt_caching,
         )
-        client = messages_api.client(
+        sdk = messages_api.sdk_client(
             api_key=api_key,
             auth_token=auth_token,
             base_url=self.base_url,
             timeout=settings.turn_timeout,
-            wording=messages_api.wording(self.base_url),
         )
-        self.chat = ChatAgent(
-            client=client,
-            body=self.requests.body,
-            tools=self.tools,
-            policy=RetryPolicy(agent.retry, sleep=sleep),
-            price=price_for(agent.model, suite.suite.pricing),
-            max_tool_rounds=agent.max_tool_rounds,
-            max_tokens=agent.max_tokens,
-        )
-        self._files: dict[tuple[Path, str], dict[str, Any]] = {}
-
-    async def open_session(self, case: CaseContext) -> AnthropicSession:
-        return AnthropicSession(self, case)
-
-    async def aclose(self) -> None:
-        await self.tools.aclose()
-        await self.chat.client.aclose()
+        wording = messages_api.wording(self.base_url)
+        self.start(ChatClient(sdk, messages_api, wording, timeout=settings.turn_timeout), requests)
+        self._files = FileParts(file_problem, file_block)
 
     def content_for(self, message: str, files: Sequence[TurnFile]) -> list[dict[str, Any]]:
         """The user message's content blocks: the files (read once per run), then the text."""
-        blocks = []
-        for file in files:
-            key = (file.path, file.media_type)
-            block = self._files.get(key)
-            if block is None:
-                problem = file_problem(file)
-                if problem is not None:
-                    raise BackendError(problem)
-                try:
-                    block = file_block(file)
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise BackendError(f"cannot read {file.path}: {exc}") from exc
-                self._files[key] = block
-            blocks.append(block)
-        blocks.append({"type": "text", "text": message})
-        return blocks
+        return [*map(self._files, files), {"type": "text", "text": message}]
 
 
-class AnthropicSession:
-    """One conversation; the history lives here."""
-
-    def __init__(self, backend: AnthropicBackend, case: CaseContext) -> None:
-        self.backend = backend
-        self.case = case
-        self.conversation = backend.requests.conversation(case.instructions)
-
-    @property
-    def history(self) -> list[dict[str, Any]]:
-        return self.conversation.history
-
-    async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply:
-        backend = self.backend
-        with turn_deadline(backend.turn_timeout):
-            content = backend.content_for(message, files)
-            return await backend.chat.turn(
-                self.conversation, {"role": "user", "content": content}, self.case
-            )
-
-    async def close(self) -> None:
-        self.history.clear()
+AnthropicSession = ChatSession
+"""One conversation (the chat core's session)."""

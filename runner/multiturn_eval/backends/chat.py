@@ -66,13 +66,20 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..errors import BackendError, FatalBackendError, TransientError
-from ..retry import OnRetry, RetryPolicy, parse_retry_after, request_timeout, retry_note
+from ..retry import (
+    OnRetry,
+    RetryPolicy,
+    parse_retry_after,
+    request_timeout,
+    retry_note,
+    turn_deadline,
+)
 from ..tools import ToolOutcome, ToolSet, error_text
-from ..types import CaseContext, TokenUsage, ToolInvocation, TurnReply
+from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
+from .base import ModelBackend
 
 if TYPE_CHECKING:
     from ..pricing import Price
-    from .wire import Check
 
 # This module is imported while suites load (the judges' verdicts use quote()), so it
 # imports no HTTP stack at the top: .wire (and httpx2) come with the first ChatClient.
@@ -205,22 +212,43 @@ class Structured:
 # ------------------------------------------------------------------------ the dialect
 
 
+@dataclass(frozen=True)
+class SdkErrors:
+    """An SDK's exception classes (``anthropic`` and ``openai`` share their layout)."""
+
+    status: type[Exception]
+    """An error status (the exchange point returns such a reply as a reply)."""
+    timeout: type[Exception]
+    connection: type[Exception]
+    invalid: tuple[type[Exception], ...]
+    """A reply the SDK could not read."""
+
+    @classmethod
+    def of(cls, sdk: Any, *invalid: type[Exception]) -> SdkErrors:
+        """The classes of ``sdk`` (the module), and more exceptions of an unreadable reply."""
+        return cls(
+            sdk.APIStatusError,
+            sdk.APITimeoutError,
+            sdk.APIConnectionError,
+            (sdk.APIResponseValidationError, *invalid),
+        )
+
+
 class Dialect(Protocol):
-    """A provider API: builds and parses its messages, translates its errors; nothing else."""
+    """A provider API: builds and parses its messages, translates its errors; nothing else.
 
-    @property
-    def path(self) -> str:
-        """The request path (``/v1/messages``, ``/chat/completions``)."""
-        ...
+    The dialects are modules: :mod:`.messages_api` (Anthropic) and
+    :mod:`.chat_completions` (OpenAI, Azure, compatible servers).
+    """
 
-    @property
-    def check(self) -> Check:
-        """The wire check of a 2xx body (:func:`~.wire.response_hook`)."""
-        ...
+    PATH: str
+    """The request path (``/v1/messages``, ``/chat/completions``)."""
+    OPTIONS: Mapping[str, Any]
+    """The SDK's request options every call takes (what its own ``create()`` would set)."""
+    ERRORS: SdkErrors
 
-    @property
-    def status_error_type(self) -> type[Exception]:
-        """The SDK's exception for an error status (the exchange returns such a reply)."""
+    def check(self, data: Any) -> str | None:
+        """The wire check of a 2xx body (:func:`~.wire.response_hook`): why it is unusable."""
         ...
 
     def parse(self, data: Any) -> Reply:
@@ -228,13 +256,10 @@ class Dialect(Protocol):
         ...
 
     def status_error(
-        self, status: int, body: Any, headers: Mapping[str, str], wording: Wording
+        self, reply: Exchanged, wording: Wording, fallback: str | None = None
     ) -> BackendError:
-        """An error status as a BackendError (401/403 fatal; 408/409/429/5xx transient)."""
-        ...
-
-    def translate(self, exc: BaseException, wording: Wording) -> BackendError:
-        """Any other failure (the SDK's, the wire check's) as a BackendError."""
+        """An error reply as a BackendError (``fallback``: the SDK's message, for a body that
+        says none): 401/403 fatal, 408/409/429/5xx transient (:func:`status_basics`)."""
         ...
 
     def assistant_entry(self, reply: Reply) -> dict[str, Any]:
@@ -258,12 +283,43 @@ class Dialect(Protocol):
     def stop_verdict(
         self, stop: str | None, refusal: str | None, text: str, max_tokens: int | None
     ) -> tuple[str | None, str | None]:
-        """(turn error, warning) for a final reply's stop reason."""
+        """(turn error, warning) of a final reply's stop reason."""
         ...
 
     def structured_body(self, request: StructuredRequest) -> dict[str, Any]: ...
 
     def structured_result(self, reply: Reply, request: StructuredRequest) -> Structured: ...
+
+
+def translate(dialect: Dialect, exc: BaseException, wording: Wording) -> BackendError:
+    """The one translation of an SDK's failures (and the wire check's) into BackendErrors."""
+    if isinstance(exc, BackendError):
+        return exc
+    from .wire import find_in_chain, find_problem  # a failed request only
+
+    problem = find_problem(exc)
+    if problem is not None:
+        return BackendError(problem.describe(wording.not_a_reply()))
+    errors = dialect.ERRORS
+    if isinstance(exc, errors.status):
+        response: Any = getattr(exc, "response", None)
+        reply = Exchanged(
+            getattr(exc, "status_code", 0),
+            getattr(exc, "body", None),
+            response.headers if response is not None else None,
+        )
+        return dialect.status_error(reply, wording, getattr(exc, "message", None))
+    if isinstance(exc, errors.timeout):
+        return TransientError(f"the request to the {wording.api} API{wording.at} timed out")
+    if isinstance(exc, errors.connection):
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {error_text(cause)}" if cause is not None else ""
+        return TransientError(f"cannot reach the {wording.api} API{wording.at}{detail}")
+    found = find_in_chain(exc, errors.invalid)
+    if found is not None or isinstance(exc, ValueError):
+        shown = found or exc
+        return BackendError(f"{wording.not_a_reply()} ({type(shown).__name__}: {str(shown)[:200]})")
+    return BackendError(f"{type(exc).__name__}: {exc}")
 
 
 # ---------------------------------------------------------------------- translation
@@ -293,9 +349,10 @@ def transient_status(status: int) -> bool:
 
 
 def status_basics(
-    status: int, kind: str | None, message: str, headers: Mapping[str, str], wording: Wording
+    reply: Exchanged, kind: str | None, message: str, wording: Wording
 ) -> BackendError | None:
     """The answer every provider gives alike: 401/403 fatal, transient statuses retried."""
+    status = reply.status
     if status in (401, 403):
         return FatalBackendError(
             wording.refused(status, kind, message), status_code=status, session_alive=False
@@ -303,50 +360,10 @@ def status_basics(
     if transient_status(status):
         return TransientError(
             f"{wording.api} API error {shown_status(status, kind)}: {message}",
-            retry_after=parse_retry_after(headers),
+            retry_after=parse_retry_after(reply.headers or _NO_HEADERS),
             status_code=status,
         )
     return None
-
-
-def translate_sdk(
-    exc: BaseException,
-    wording: Wording,
-    *,
-    status_error: Callable[[BaseException], BackendError | None] | None,
-    timeout: type[BaseException],
-    connection: type[BaseException],
-    invalid: tuple[type[BaseException], ...],
-) -> BackendError:
-    """The one translation of an SDK's failures (both SDKs share their exception layout).
-
-    ``status_error`` maps the SDK's error-status exception (None: the exchange
-    point already returned the status); ``timeout`` and ``connection`` are its
-    timeout and connection errors (retried); ``invalid`` the exceptions of a
-    reply it could not read (a turn error, like a reply the wire check refused).
-    """
-    if isinstance(exc, BackendError):
-        return exc
-    from .wire import find_in_chain, find_problem  # a failed request only
-
-    problem = find_problem(exc)
-    if problem is not None:
-        return BackendError(problem.describe(wording.not_a_reply()))
-    if status_error is not None:
-        mapped = status_error(exc)
-        if mapped is not None:
-            return mapped
-    if isinstance(exc, timeout):
-        return TransientError(f"the request to the {wording.api} API{wording.at} timed out")
-    if isinstance(exc, connection):
-        cause = exc.__cause__ or exc.__context__
-        detail = f": {error_text(cause)}" if cause is not None else ""
-        return TransientError(f"cannot reach the {wording.api} API{wording.at}{detail}")
-    found = find_in_chain(exc, invalid)
-    if found is not None or isinstance(exc, ValueError):
-        shown = found or exc
-        return BackendError(f"{wording.not_a_reply()} ({type(shown).__name__}: {str(shown)[:200]})")
-    return BackendError(f"{type(exc).__name__}: {exc}")
 
 
 # -------------------------------------------------------------------------- the client
@@ -362,13 +379,12 @@ class ChatClient:
         wording: Wording,
         *,
         timeout: float,
-        options: Mapping[str, Any] | None = None,
     ) -> None:
         self.sdk = sdk
         self.dialect = dialect
         self.wording = wording
         self.timeout = timeout
-        self._options = dict(options or {})
+        self._options = dict(dialect.OPTIONS)
         import httpx2
 
         from .wire import parsed_body
@@ -391,13 +407,13 @@ class ChatClient:
                 cast_to=self._raw,
                 options={"timeout": request_timeout(self.timeout), **self._options},
             )
-        except self.dialect.status_error_type as exc:
+        except self.dialect.ERRORS.status as exc:
             reply = exc.response  # type: ignore[attr-defined]
             return Exchanged(reply.status_code, error_body(reply), reply.headers)
         return Exchanged(response.status_code, self._parsed_body(response))
 
     def translate(self, exc: BaseException) -> BackendError:
-        return self.dialect.translate(exc, self.wording)
+        return translate(self.dialect, exc, self.wording)
 
     async def request(
         self,
@@ -408,13 +424,12 @@ class ChatClient:
     ) -> Reply:
         """One model call through the exchange point, retried by ``policy``: the neutral reply."""
         dialect = self.dialect
-        path = dialect.path
+        path = dialect.PATH
 
         async def attempt() -> Reply:
             got = await self.exchange(side, path, body)
             if not 200 <= got.status < 300:
-                headers = got.headers if got.headers is not None else _NO_HEADERS
-                raise dialect.status_error(got.status, got.data, headers, self.wording)
+                raise dialect.status_error(got, self.wording)
             return dialect.parse(got.data)
 
         return await policy.run(attempt, self.translate, on_retry=on_retry)
@@ -454,6 +469,14 @@ def priced(price: Price | None, usages: Sequence[TokenUsage]) -> float | None:
 
 Body = Callable[[Conversation, int, bool], dict[str, Any]]
 """``body(conversation, rounds, last_call)``: a request of the tool loop."""
+
+
+class Requests(Protocol):
+    """An agent's requests in a dialect: a session's start, each request of the tool loop."""
+
+    def conversation(self, instructions: str | None) -> Conversation: ...
+
+    def body(self, conversation: Conversation, rounds: int, last_call: bool) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -544,6 +567,76 @@ class ChatAgent:
         )
 
 
+class ChatSession:
+    """One test case's conversation with a chat-core backend (the history lives here).
+
+    ``content(message, files)`` is the backend's user message content (its
+    files' blocks, then the text). The turn, tool loop and retries included,
+    runs under a :func:`~multiturn_eval.retry.turn_deadline` of ``turn_timeout``.
+    """
+
+    def __init__(
+        self,
+        chat: ChatAgent,
+        conversation: Conversation,
+        case: CaseContext,
+        content: Callable[[str, Sequence[TurnFile]], Any],
+        turn_timeout: float | None,
+    ) -> None:
+        self.chat = chat
+        self.conversation = conversation
+        self.case = case
+        self._content = content
+        self._timeout = turn_timeout
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return self.conversation.history
+
+    async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply:
+        with turn_deadline(self._timeout):
+            entry = {"role": "user", "content": self._content(message, files)}
+            return await self.chat.turn(self.conversation, entry, self.case)
+
+    async def close(self) -> None:
+        self.history.clear()
+
+
+class ChatBackend(ModelBackend):
+    """A model backend that is the chat core on a dialect (``anthropic``, ``openai``).
+
+    Its :meth:`~.base.ModelBackend.setup` checks its keys and files and calls
+    :meth:`start` with its client and requests; :meth:`content_for` is its
+    user message's content (the turn's files, then the text).
+    """
+
+    chat: ChatAgent
+    requests: Requests
+
+    def start(self, client: ChatClient, requests: Requests) -> None:
+        self.requests = requests
+        self.chat = ChatAgent(
+            client,
+            requests.body,
+            self.tools,
+            self.policy,
+            self.price,
+            self.max_tool_rounds,
+            self.max_tokens,
+        )
+
+    def content_for(self, message: str, files: Sequence[TurnFile]) -> Any:
+        raise NotImplementedError
+
+    async def open_session(self, case: CaseContext) -> ChatSession:
+        conversation = self.requests.conversation(case.instructions)
+        return ChatSession(self.chat, conversation, case, self.content_for, self.turn_timeout)
+
+    async def aclose(self) -> None:
+        await self.tools.aclose()
+        await self.chat.client.aclose()
+
+
 async def structured(
     client: ChatClient,
     request: StructuredRequest,
@@ -588,7 +681,9 @@ def usage_of(
 
 __all__ = [
     "ChatAgent",
+    "ChatBackend",
     "ChatClient",
+    "ChatSession",
     "Conversation",
     "Dialect",
     "Exchange",

@@ -1,12 +1,11 @@
 """OpenAI Chat Completions (OpenAI, Azure OpenAI, any compatible server) as a :class:`~.chat.Dialect`.
 
 Used by the ``openai`` backend, the ``openai`` judges and Semantic Kernel's
-``service: openai`` / ``azure-openai`` (which share :func:`translate`,
-:func:`usage_from`, :func:`chat_completion_problem` and the stop reasons of
-:data:`CHAT_COMPLETIONS`). Imports the ``openai`` SDK: only those callers
+``service: openai`` / ``azure-openai`` (which share the error translation,
+:func:`usage_from`, :func:`check` and the stop reasons of this module). Imports the ``openai`` SDK: only those callers
 import this module.
 
-* **The wire check** (:func:`chat_completion_problem`): a 200 must hold
+* **The wire check** (:func:`check`): a 200 must hold
   exactly one entry in ``choices`` (the runner asks for one), its ``message``
   an object whose ``content`` and ``refusal`` are strings or null and whose
   ``tool_calls`` (at most :data:`~multiturn_eval.backends.wire.MAX_ITEMS`)
@@ -25,7 +24,7 @@ import this module.
   ``cache_write_tokens``, where a server reports it, ``cache_creation_tokens``),
   ``prompt_tokens`` keeps the uncached rest (as on the Messages API);
   ``completion_tokens_details.reasoning_tokens`` is ``reasoning_tokens``.
-* **Errors** (:func:`status_error`, :func:`translate`): 401/403 stop the run
+* **Errors** (:func:`status_error`, :func:`~.chat.translate`): 401/403 stop the run
   (exit 3); 408, 409, 429 (``retry-after`` honoured up to
   ``max_retry_after``), 5xx, timeouts and connection errors are retried, then
   fail the turn; a context-length 400 and every other 4xx fail the turn (a 404
@@ -46,9 +45,10 @@ from ..errors import BackendError
 from ..tools import ToolOutcome, ToolSet
 from ..types import TokenUsage
 from .chat import (
-    ChatClient,
     Conversation,
+    Exchanged,
     Reply,
+    SdkErrors,
     Side,
     Structured,
     StructuredRequest,
@@ -59,7 +59,6 @@ from .chat import (
     sdk_error_text,
     shown_status,
     status_basics,
-    translate_sdk,
     usage_of,
 )
 from .wire import (
@@ -74,6 +73,8 @@ from .wire import (
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PATH = "/chat/completions"
+#: request options of every call (what the SDK's own ``create()`` sets)
+OPTIONS: Mapping[str, Any] = {"security": {"bearer_auth": True}}
 #: the key sent to an OpenAI-compatible server at a custom base_url when none is set (Ollama)
 NO_KEY = "not-needed"
 #: what a 2xx body must be, in messages
@@ -102,7 +103,7 @@ def wording(
 # -------------------------------------------------------------------- the wire check
 
 
-def chat_completion_problem(data: Any, *, lenient_calls: bool = False) -> str | None:
+def check(data: Any, *, lenient_calls: bool = False) -> str | None:
     """Why a 200's parsed body is not a Chat Completions response, or None when it is one.
 
     Checks what the runner reads (see the module docstring); unknown extra
@@ -151,8 +152,8 @@ def chat_completion_problem(data: Any, *, lenient_calls: bool = False) -> str | 
 
 
 def lenient_problem(data: Any) -> str | None:
-    """:func:`chat_completion_problem` for Semantic Kernel (``lenient_calls``)."""
-    return chat_completion_problem(data, lenient_calls=True)
+    """:func:`check` for Semantic Kernel (``lenient_calls``)."""
+    return check(data, lenient_calls=True)
 
 
 # ----------------------------------------------------------------------------- usage
@@ -195,20 +196,15 @@ def _too_long(kind: str | None, message: str, status: int) -> bool:
     )
 
 
-def status_error(
-    status: int,
-    body: Any,
-    headers: Mapping[str, str],
-    wording: Wording,
-    fallback: str | None = None,
-) -> BackendError:
+def status_error(reply: Exchanged, wording: Wording, fallback: str | None = None) -> BackendError:
     """An error status (its body ``{"error": {"message", "type", "code"}}``, or that object)."""
+    status, body = reply.status, reply.data
     error = body.get("error", body) if isinstance(body, Mapping) else body
     info: Mapping[str, Any] = error if isinstance(error, Mapping) else {}
     message = str(info.get("message") or fallback or sdk_error_text(status, body))
     code = info.get("code")
     kind = str(code) if code is not None else (str(info["type"]) if info.get("type") else None)
-    basic = status_basics(status, kind, message, headers, wording)
+    basic = status_basics(reply, kind, message, wording)
     if basic is not None:
         return basic
     shown = shown_status(status, kind)
@@ -221,31 +217,11 @@ def status_error(
     return BackendError(text + (wording.not_found if status == 404 else ""), status_code=status)
 
 
-def translate(exc: BaseException, wording: Wording) -> BackendError:
-    """The one place where the ``openai`` SDK's exceptions become BackendErrors."""
-
-    def mapped(error: BaseException) -> BackendError | None:
-        if not isinstance(error, openai.APIStatusError):
-            return None
-        return status_error(
-            error.status_code, error.body, error.response.headers, wording, error.message
-        )
-
-    return translate_sdk(
-        exc,
-        wording,
-        status_error=mapped,
-        timeout=openai.APITimeoutError,
-        connection=openai.APIConnectionError,
-        invalid=(openai.APIResponseValidationError, json.JSONDecodeError),
-    )
-
-
 # --------------------------------------------------------------------------- dialect
 
 
 def stop_verdict(
-    stop: str | None, refusal: str | None, max_tokens: int | None
+    stop: str | None, refusal: str | None, text: str, max_tokens: int | None
 ) -> tuple[str | None, str | None]:
     """(turn error, warning) for a final reply's ``finish_reason`` and ``refusal``."""
     if refusal:
@@ -264,7 +240,7 @@ def stop_verdict(
     return None, None
 
 
-def call_problems(calls: Sequence[ToolCall], tools: ToolSet) -> list[str]:
+def refused_calls(calls: Sequence[ToolCall], tools: ToolSet) -> list[str]:
     """Calls that cannot be run at all: an unknown tool, arguments that are not a JSON object."""
     problems = []
     for call in calls:
@@ -290,119 +266,93 @@ def call_problems(calls: Sequence[ToolCall], tools: ToolSet) -> list[str]:
     return problems
 
 
-class ChatCompletionsDialect:
-    """OpenAI Chat Completions (see the module docstring)."""
+def parse(data: Any) -> Reply:
+    choice = data["choices"][0]
+    message = choice["message"]
+    calls = [
+        ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
+        for c in message.get("tool_calls") or ()
+    ]
+    return Reply(
+        message.get("content") or "",
+        calls,
+        usage_from(data.get("usage")),
+        choice.get("finish_reason"),
+        message.get("refusal"),
+        message,
+    )
 
-    path = PATH
-    check: Check = staticmethod(chat_completion_problem)
-    status_error_type: type[Exception] = openai.APIStatusError
 
-    @staticmethod
-    def status_error(
-        status: int, body: Any, headers: Mapping[str, str], wording: Wording
-    ) -> BackendError:
-        return status_error(status, body, headers, wording)
+def assistant_entry(reply: Reply) -> dict[str, Any]:
+    """The reply's message as it goes back into the history (only what the API takes)."""
+    return {
+        "role": "assistant",
+        "content": reply.raw.get("content"),
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in reply.tool_calls
+        ],
+    }
 
-    @staticmethod
-    def translate(exc: BaseException, wording: Wording) -> BackendError:
-        return translate(exc, wording)
 
-    @staticmethod
-    def parse(data: Any) -> Reply:
-        choice = data["choices"][0]
-        message = choice["message"]
-        calls = [
-            ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
-            for c in message.get("tool_calls") or ()
-        ]
-        return Reply(
-            message.get("content") or "",
-            calls,
-            usage_from(data.get("usage")),
-            choice.get("finish_reason"),
-            message.get("refusal"),
-            message,
+def tool_results(
+    calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]
+) -> list[dict[str, Any]]:
+    """One ``tool`` message per call."""
+    return [
+        {"role": "tool", "tool_call_id": call.id, "content": outcome.content}
+        for call, outcome in zip(calls, outcomes, strict=True)
+    ]
+
+
+def final_entry(reply: Reply) -> dict[str, Any] | None:
+    return {"role": "assistant", "content": reply.text}
+
+
+def structured_body(request: StructuredRequest) -> dict[str, Any]:
+    return {
+        "model": request.model,
+        "messages": [
+            {"role": "system", "content": request.system},
+            {"role": "user", "content": request.prompt},
+        ],
+        "temperature": request.temperature,
+        "max_completion_tokens": request.max_tokens,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": request.name, "strict": True, "schema": request.schema},
+        },
+    }
+
+
+def structured_result(reply: Reply, request: StructuredRequest) -> Structured:
+    who, usage = request.who, reply.usage
+    if reply.refusal:
+        return Structured(None, f"{who} refused: {quote(reply.refusal)}", usage)
+    content = reply.raw.get("content")
+    if reply.stop == "length":
+        return Structured(
+            None,
+            f"{who}'s reply was cut off (finish_reason: length): {quote(content or '')}",
+            usage,
         )
-
-    @staticmethod
-    def assistant_entry(reply: Reply) -> dict[str, Any]:
-        """The reply's message as it goes back into the history (only what the API takes)."""
-        return {
-            "role": "assistant",
-            "content": reply.raw.get("content"),
-            "tool_calls": [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in reply.tool_calls
-            ],
-        }
-
-    @staticmethod
-    def tool_results(
-        calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]
-    ) -> list[dict[str, Any]]:
-        return [
-            {"role": "tool", "tool_call_id": call.id, "content": outcome.content}
-            for call, outcome in zip(calls, outcomes, strict=True)
-        ]
-
-    @staticmethod
-    def final_entry(reply: Reply) -> dict[str, Any] | None:
-        return {"role": "assistant", "content": reply.text}
-
-    @staticmethod
-    def refused_calls(calls: Sequence[ToolCall], tools: ToolSet) -> list[str]:
-        return call_problems(calls, tools)
-
-    @staticmethod
-    def stop_verdict(
-        stop: str | None, refusal: str | None, text: str, max_tokens: int | None
-    ) -> tuple[str | None, str | None]:
-        return stop_verdict(stop, refusal, max_tokens)
-
-    @staticmethod
-    def structured_body(request: StructuredRequest) -> dict[str, Any]:
-        return {
-            "model": request.model,
-            "messages": [
-                {"role": "system", "content": request.system},
-                {"role": "user", "content": request.prompt},
-            ],
-            "temperature": request.temperature,
-            "max_completion_tokens": request.max_tokens,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": request.name, "strict": True, "schema": request.schema},
-            },
-        }
-
-    @staticmethod
-    def structured_result(reply: Reply, request: StructuredRequest) -> Structured:
-        who, usage = request.who, reply.usage
-        if reply.refusal:
-            return Structured(None, f"{who} refused: {quote(reply.refusal)}", usage)
-        content = reply.raw.get("content")
-        if reply.stop == "length":
-            return Structured(
-                None,
-                f"{who}'s reply was cut off (finish_reason: length): {quote(content or '')}",
-                usage,
-            )
-        if not isinstance(content, str) or not content.strip():
-            return Structured(None, f"{who}'s reply has no content", usage)
-        try:
-            data = json.loads(content)
-        except ValueError as exc:
-            return Structured(
-                None, f"{who}'s reply is not one JSON object ({exc}): {quote(content)}", usage
-            )
-        return Structured(data, None, usage)
+    if not isinstance(content, str) or not content.strip():
+        return Structured(None, f"{who}'s reply has no content", usage)
+    try:
+        data = json.loads(content)
+    except ValueError as exc:
+        return Structured(
+            None, f"{who}'s reply is not one JSON object ({exc}): {quote(content)}", usage
+        )
+    return Structured(data, None, usage)
 
 
-CHAT_COMPLETIONS = ChatCompletionsDialect()
+ERRORS = SdkErrors.of(openai, json.JSONDecodeError)
+"""The SDK's exceptions, for :func:`~.chat.translate`."""
 
 
 # ------------------------------------------------------------------- agent requests
@@ -475,7 +425,7 @@ def sdk_client(
     timeout: float,
     api_version: str | None = None,
     azure_deployment: str | None = None,
-    check: Check = chat_completion_problem,
+    check: Check = check,
     http_client: Any = None,
 ) -> openai.AsyncOpenAI:
     """The SDK's client (``AsyncAzureOpenAI`` with an ``api_version``): its own retries off,
@@ -495,12 +445,3 @@ def sdk_client(
     return openai.AsyncOpenAI(
         api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, http_client=http_client
     )
-
-
-#: request options of every Chat Completions call (what the SDK's own ``create()`` sets)
-OPTIONS = {"security": {"bearer_auth": True}}
-
-
-def client(sdk: openai.AsyncOpenAI, wording: Wording, *, timeout: float) -> ChatClient:
-    """A chat client on ``sdk`` (:func:`sdk_client`)."""
-    return ChatClient(sdk, CHAT_COMPLETIONS, wording, timeout=timeout, options=OPTIONS)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigIssue
+from ..errors import BackendError, ConfigIssue
 from ..types import TurnFile
 
 if TYPE_CHECKING:
@@ -94,3 +95,35 @@ def file_issues(suite: LoadedSuite, problem: Callable[[TurnFile], str | None]) -
                     )
                 )
     return issues
+
+
+class FileParts:
+    """Each turn file as the content part a backend sends, read once per run.
+
+    ``problem(file)``: why the backend cannot send it (a turn error), or None;
+    ``build(file)``: its part (``OSError`` / ``UnicodeDecodeError`` on trouble:
+    a turn error naming the file).
+    """
+
+    def __init__(
+        self,
+        problem: Callable[[TurnFile], str | None],
+        build: Callable[[TurnFile], dict[str, Any]],
+    ) -> None:
+        self._problem = problem
+        self._build = build
+        self._parts: dict[tuple[Path, str], dict[str, Any]] = {}
+
+    def __call__(self, file: TurnFile) -> dict[str, Any]:
+        key = (file.path, file.media_type)
+        part = self._parts.get(key)
+        if part is None:
+            why = self._problem(file)
+            if why is not None:
+                raise BackendError(why)
+            try:
+                part = self._build(file)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise BackendError(f"cannot read {file.path}: {exc}") from exc
+            self._parts[key] = part
+        return part

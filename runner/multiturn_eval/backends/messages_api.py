@@ -1,11 +1,11 @@
 """The Anthropic Messages API as a :class:`~.chat.Dialect`: requests, replies, usage, errors.
 
 Used by the ``anthropic`` backend, the ``anthropic`` judges and Semantic
-Kernel's ``service: anthropic`` (which shares :func:`translate`,
-:func:`usage_from` and the stop reasons of :data:`MESSAGES`). Imports the
+Kernel's ``service: anthropic`` (which shares the error translation,
+:func:`usage_from` and the stop reasons of this module). Imports the
 ``anthropic`` SDK: only those callers import this module.
 
-* **The wire check** (:func:`message_problem`): a 200 must be a Messages API
+* **The wire check** (:func:`check`): a 200 must be a Messages API
   response -- ``content`` a list of at most
   :data:`~multiturn_eval.backends.wire.MAX_ITEMS` blocks of types the
   installed SDK knows (``text`` blocks with a string ``text``, ``tool_use``
@@ -25,7 +25,7 @@ Kernel's ``service: anthropic`` (which shares :func:`translate`,
   with a warning naming it.
 * **Usage**: ``input_tokens`` -> ``prompt_tokens``, ``output_tokens`` ->
   ``completion_tokens``, and the cache creation/read tokens.
-* **Errors** (:func:`status_error`, :func:`translate`): 401/403 stop the run
+* **Errors** (:func:`status_error`, :func:`~.chat.translate`): 401/403 stop the run
   (exit 3); 408, 409, 429, 5xx, 529, timeouts and connection errors are
   retried, then fail the turn; a prompt too long for the context window and
   every other 4xx fail the turn.
@@ -46,9 +46,10 @@ from ..errors import BackendError
 from ..tools import ToolOutcome, ToolSet
 from ..types import TokenUsage
 from .chat import (
-    ChatClient,
     Conversation,
+    Exchanged,
     Reply,
+    SdkErrors,
     Structured,
     StructuredRequest,
     ToolCall,
@@ -56,13 +57,14 @@ from .chat import (
     quote,
     sdk_error_text,
     status_basics,
-    translate_sdk,
     usage_of,
 )
 from .wire import MAX_ITEMS, checked_client, is_int, json_type
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 PATH = "/v1/messages"
+#: request options of every call (none beyond the client's own)
+OPTIONS: Mapping[str, Any] = {}
 #: what a 2xx body must be, in messages
 REPLY = "a Messages API response"
 
@@ -96,7 +98,7 @@ BLOCK_TYPES = _block_types()
 _USAGE_COUNTS = ("cache_creation_input_tokens", "cache_read_input_tokens")
 
 
-def message_problem(data: Any) -> str | None:
+def check(data: Any) -> str | None:
     """Why a 200's parsed body is not a Messages API response, or None when it is one.
 
     Checks what the runner reads: ``content`` (a list of at most
@@ -171,19 +173,14 @@ def _too_long(message: str) -> bool:
     )
 
 
-def status_error(
-    status: int,
-    body: Any,
-    headers: Mapping[str, str],
-    wording: Wording,
-    fallback: str | None = None,
-) -> BackendError:
+def status_error(reply: Exchanged, wording: Wording, fallback: str | None = None) -> BackendError:
     """An error status of the Messages API (its body ``{"error": {"type", "message"}}``)."""
+    status, body = reply.status, reply.data
     error = body.get("error") if isinstance(body, Mapping) else None
     info: Mapping[str, Any] = error if isinstance(error, Mapping) else {}
     message = str(info.get("message") or fallback or sdk_error_text(status, body))
     kind = str(info.get("type") or "error")
-    basic = status_basics(status, kind, message, headers, wording)
+    basic = status_basics(reply, kind, message, wording)
     if basic is not None:
         return basic
     if status == 413 or (status == 400 and _too_long(message)):
@@ -198,26 +195,6 @@ def status_error(
     return BackendError(text + (wording.not_found if status == 404 else ""), status_code=status)
 
 
-def translate(exc: BaseException, wording: Wording) -> BackendError:
-    """The one place where the ``anthropic`` SDK's exceptions become BackendErrors."""
-
-    def mapped(error: BaseException) -> BackendError | None:
-        if not isinstance(error, anthropic.APIStatusError):
-            return None
-        return status_error(
-            error.status_code, error.body, error.response.headers, wording, error.message
-        )
-
-    return translate_sdk(
-        exc,
-        wording,
-        status_error=mapped,
-        timeout=anthropic.APITimeoutError,
-        connection=anthropic.APIConnectionError,
-        invalid=(anthropic.APIResponseValidationError,),
-    )
-
-
 # --------------------------------------------------------------------------- dialect
 
 _KNOWN_STOPS = ("end_turn", "stop_sequence", "tool_use", None)
@@ -225,7 +202,7 @@ _CUT_OFF = ("max_tokens", "model_context_window_exceeded")
 
 
 def stop_verdict(
-    stop: str | None, text: str | None, max_tokens: int | None
+    stop: str | None, refusal: str | None, text: str, max_tokens: int | None
 ) -> tuple[str | None, str | None]:
     """(turn error, warning) for a final reply's ``stop_reason``."""
     if stop == "refusal":
@@ -242,108 +219,85 @@ def stop_verdict(
     return None, None
 
 
-class MessagesDialect:
-    """Anthropic's Messages API (see the module docstring)."""
-
-    path = PATH
-    check = staticmethod(message_problem)
-    status_error_type: type[Exception] = anthropic.APIStatusError
-
-    @staticmethod
-    def status_error(
-        status: int, body: Any, headers: Mapping[str, str], wording: Wording
-    ) -> BackendError:
-        return status_error(status, body, headers, wording)
-
-    @staticmethod
-    def translate(exc: BaseException, wording: Wording) -> BackendError:
-        return translate(exc, wording)
-
-    @staticmethod
-    def parse(data: Any) -> Reply:
-        content: list[dict[str, Any]] = data["content"]
-        stop = data.get("stop_reason")
-        calls = (
-            [ToolCall(b["id"], b["name"], b["input"]) for b in content if b["type"] == "tool_use"]
-            if stop == "tool_use"
-            else ()
-        )
-        text = "".join(b["text"] for b in content if b["type"] == "text")
-        return Reply(text, calls, usage_from(data["usage"]), stop, None, content)
-
-    @staticmethod
-    def assistant_entry(reply: Reply) -> dict[str, Any]:
-        # the blocks go back into the history as the API sent them
-        return {"role": "assistant", "content": reply.raw}
-
-    @staticmethod
-    def tool_results(
-        calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]
-    ) -> list[dict[str, Any]]:
-        results = []
-        for call, outcome in zip(calls, outcomes, strict=True):
-            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id}
-            if outcome.content:
-                result["content"] = outcome.content
-            if outcome.is_error:
-                result["is_error"] = True
-            results.append(result)
-        return [{"role": "user", "content": results}]
-
-    @staticmethod
-    def final_entry(reply: Reply) -> dict[str, Any] | None:
-        # unanswered tool_use blocks (cut off, or an odd stop) would break the next request
-        kept = [b for b in reply.raw if b["type"] != "tool_use"]
-        return {"role": "assistant", "content": kept} if kept else None
-
-    @staticmethod
-    def refused_calls(calls: Sequence[ToolCall], tools: ToolSet) -> list[str]:
-        return []  # an unknown tool is answered with an error result
-
-    @staticmethod
-    def stop_verdict(
-        stop: str | None, refusal: str | None, text: str, max_tokens: int | None
-    ) -> tuple[str | None, str | None]:
-        return stop_verdict(stop, text, max_tokens)
-
-    @staticmethod
-    def structured_body(request: StructuredRequest) -> dict[str, Any]:
-        return {
-            "model": request.model,
-            "max_tokens": request.max_tokens,
-            "system": request.system,
-            "messages": [{"role": "user", "content": request.prompt}],
-            "tools": [
-                {
-                    "name": request.name,
-                    "description": request.description,
-                    "input_schema": request.schema,
-                }
-            ],
-            "tool_choice": {"type": "tool", "name": request.name},
-            # anthropic>=1 has no temperature keyword; the API takes it (see agent_body)
-            "temperature": request.temperature,
-        }
-
-    @staticmethod
-    def structured_result(reply: Reply, request: StructuredRequest) -> Structured:
-        who, name, text, usage = request.who, request.name, reply.text, reply.usage
-        if reply.stop == "refusal":
-            return Structured(None, f"{who} refused (stop_reason: refusal): {quote(text)}", usage)
-        calls = [b for b in reply.raw if b["type"] == "tool_use"]
-        uses = [b for b in calls if b["name"] == name]
-        if not uses:
-            what = f"called {calls[0]['name']!r} instead" if calls else "replied with text only"
-            cut = " (cut off: stop_reason max_tokens)" if reply.stop == "max_tokens" else ""
-            return Structured(
-                None, f"{who} did not call {name}: it {what}{cut}: {quote(text)}", usage
-            )
-        if len(uses) > 1:
-            return Structured(None, f"{who} called {name} {len(uses)} times", usage)
-        return Structured(uses[0]["input"], None, usage)
+def parse(data: Any) -> Reply:
+    content: list[dict[str, Any]] = data["content"]
+    stop = data.get("stop_reason")
+    calls = (
+        [ToolCall(b["id"], b["name"], b["input"]) for b in content if b["type"] == "tool_use"]
+        if stop == "tool_use"
+        else ()
+    )
+    text = "".join(b["text"] for b in content if b["type"] == "text")
+    return Reply(text, calls, usage_from(data["usage"]), stop, None, content)
 
 
-MESSAGES = MessagesDialect()
+def assistant_entry(reply: Reply) -> dict[str, Any]:
+    # the blocks go back into the history as the API sent them
+    return {"role": "assistant", "content": reply.raw}
+
+
+def tool_results(
+    calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]
+) -> list[dict[str, Any]]:
+    """One user message of ``tool_result`` blocks (``is_error`` for a tool that failed)."""
+    results = []
+    for call, outcome in zip(calls, outcomes, strict=True):
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id}
+        if outcome.content:
+            result["content"] = outcome.content
+        if outcome.is_error:
+            result["is_error"] = True
+        results.append(result)
+    return [{"role": "user", "content": results}]
+
+
+def final_entry(reply: Reply) -> dict[str, Any] | None:
+    # unanswered tool_use blocks (cut off, or an odd stop) would break the next request
+    kept = [b for b in reply.raw if b["type"] != "tool_use"]
+    return {"role": "assistant", "content": kept} if kept else None
+
+
+def refused_calls(calls: Sequence[ToolCall], tools: ToolSet) -> list[str]:
+    """None: a tool the suite does not offer is answered with an error result."""
+    return []
+
+
+def structured_body(request: StructuredRequest) -> dict[str, Any]:
+    return {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "system": request.system,
+        "messages": [{"role": "user", "content": request.prompt}],
+        "tools": [
+            {
+                "name": request.name,
+                "description": request.description,
+                "input_schema": request.schema,
+            }
+        ],
+        "tool_choice": {"type": "tool", "name": request.name},
+        # anthropic>=1 has no temperature keyword; the API takes it (see MessagesRequests)
+        "temperature": request.temperature,
+    }
+
+
+def structured_result(reply: Reply, request: StructuredRequest) -> Structured:
+    who, name, text, usage = request.who, request.name, reply.text, reply.usage
+    if reply.stop == "refusal":
+        return Structured(None, f"{who} refused (stop_reason: refusal): {quote(text)}", usage)
+    calls = [b for b in reply.raw if b["type"] == "tool_use"]
+    uses = [b for b in calls if b["name"] == name]
+    if not uses:
+        what = f"called {calls[0]['name']!r} instead" if calls else "replied with text only"
+        cut = " (cut off: stop_reason max_tokens)" if reply.stop == "max_tokens" else ""
+        return Structured(None, f"{who} did not call {name}: it {what}{cut}: {quote(text)}", usage)
+    if len(uses) > 1:
+        return Structured(None, f"{who} called {name} {len(uses)} times", usage)
+    return Structured(uses[0]["input"], None, usage)
+
+
+ERRORS = SdkErrors.of(anthropic)
+"""The SDK's exceptions, for :func:`~.chat.translate`."""
 
 
 # ------------------------------------------------------------------- agent requests
@@ -409,7 +363,7 @@ def sdk_client(
     http_client: Any = None,
 ) -> anthropic.AsyncAnthropic:
     """The SDK's client: its own retries off, the reply size cap and wire check on
-    (``http_client``: one built with :func:`~.wire.checked_client` and :func:`message_problem`;
+    (``http_client``: one built with :func:`~.wire.checked_client` and :func:`check`;
     default: the SDK's httpx client)."""
     return anthropic.AsyncAnthropic(
         api_key=api_key,
@@ -417,28 +371,8 @@ def sdk_client(
         base_url=base_url,
         max_retries=0,
         timeout=timeout,
-        http_client=http_client or checked_client(anthropic, message_problem),
+        http_client=http_client or checked_client(anthropic, check),
     )
-
-
-def client(
-    *,
-    api_key: str | None,
-    base_url: str,
-    timeout: float,
-    wording: Wording,
-    auth_token: str | None = None,
-    http_client: Any = None,
-) -> ChatClient:
-    """A Messages API chat client on :func:`sdk_client`."""
-    sdk = sdk_client(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=timeout,
-        auth_token=auth_token,
-        http_client=http_client,
-    )
-    return ChatClient(sdk, MESSAGES, wording, timeout=timeout)
 
 
 def retirement_warning(model: str, where: str) -> str | None:

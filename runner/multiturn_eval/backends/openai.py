@@ -71,11 +71,11 @@ Decisions where the spec is silent:
   configuration error at load, since Chat Completions has no portable way to
   send them. Images over 20 MB are refused the same way.
 
-Errors are translated in one place (:func:`~.chat_completions.translate`): 401/403 stop the run
+Errors are translated in one place (:meth:`~.chat.Dialect.translate`): 401/403 stop the run
 (exit 3); 408, 409, 429 (``retry-after`` honoured up to ``max_retry_after``),
 5xx, timeouts and connection errors are retried, then fail the turn; a
 context-length 400 and every other 4xx fail the turn. A 200 whose body is not
-a Chat Completions response (:func:`~.chat_completions.chat_completion_problem`), a cut-off,
+a Chat Completions response (:func:`~.chat_completions.check`), a cut-off,
 empty or non-UTF-8 body, or one over 10 MB, fails the turn on the wire, before
 the SDK parses it (:mod:`multiturn_eval.backends.wire`); not retried. A turn,
 retries and back-off included, runs under a
@@ -99,16 +99,13 @@ import base64
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BackendError, ConfigError, ConfigIssue
-from ..pricing import price_for
-from ..retry import RetryPolicy, Sleep, turn_deadline
+from ..errors import ConfigError, ConfigIssue
 from ..suite import OpenAIAgent
-from ..tools import ToolSet
-from ..types import CaseContext, TurnFile, TurnReply
+from ..types import TurnFile
 from . import chat_completions
-from .chat import ChatAgent
+from .chat import ChatBackend, ChatClient, ChatSession
 from .chat_completions import DEFAULT_BASE_URL, NO_KEY, TOOL_CHOICES, ChatCompletionsRequests
-from .files import file_issues, file_kind
+from .files import FileParts, file_issues, file_kind
 
 if TYPE_CHECKING:
     from ..loader import LoadedSuite
@@ -153,26 +150,16 @@ def image_part(file: TurnFile) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- backend
 
 
-class OpenAIBackend:
-    name = "openai"
+class OpenAIBackend(ChatBackend):
+    """An OpenAI-compatible Chat Completions endpoint, Azure OpenAI included (see the module
+    docstring): its key, endpoint and Azure settings checked once, before any request."""
 
-    def __init__(
-        self,
-        suite: LoadedSuite,
-        settings: RunSettings,
-        *,
-        env: Mapping[str, str] | None = None,
-        sleep: Sleep | None = None,
-    ) -> None:
-        agent = suite.suite.agent
-        assert isinstance(agent, OpenAIAgent)
-        self.agent = agent
-        self.secrets: set[str] = set()
-        """What this backend adds to the run's secrets (its API key)."""
-        self.warnings: list[str] = []
-        if env is None:  # the environment as read once at start-up (empty: built outside the CLI)
-            env = settings.env
-        self.tools = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
+    name = "openai"
+    agent_type = OpenAIAgent
+    agent: OpenAIAgent
+
+    def setup(self, suite: LoadedSuite, settings: RunSettings, env: Mapping[str, str]) -> None:
+        agent = self.agent
         issues = file_issues(suite, file_problem)
         where = suite.document.line_of
 
@@ -248,7 +235,6 @@ class OpenAIBackend:
             raise ConfigError(issues)
         if api_key:
             self.secrets.add(api_key)
-        self.turn_timeout = settings.turn_timeout
         sdk = chat_completions.sdk_client(
             api_key=api_key or NO_KEY,
             base_url=self.base_url,
@@ -263,7 +249,7 @@ class OpenAIBackend:
             f"{key_var} or agent.api_key",
             not_found=AZURE_NOT_FOUND if self.azure else chat_completions.NOT_FOUND,
         )
-        self.requests = ChatCompletionsRequests(
+        requests = ChatCompletionsRequests(
             model=agent.model,
             tools=self.tools.openai_tools(),
             temperature=agent.temperature,
@@ -272,65 +258,17 @@ class OpenAIBackend:
             tool_choice=choice,
             extra_body=agent.extra_body,
         )
-        self.chat = ChatAgent(
-            client=chat_completions.client(sdk, wording, timeout=settings.turn_timeout),
-            body=self.requests.body,
-            tools=self.tools,
-            policy=RetryPolicy(agent.retry, sleep=sleep),
-            price=price_for(agent.model, suite.suite.pricing),
-            max_tool_rounds=agent.max_tool_rounds,
-            max_tokens=agent.max_tokens,
+        self.start(
+            ChatClient(sdk, chat_completions, wording, timeout=settings.turn_timeout), requests
         )
-        self._images: dict[tuple[Any, str], dict[str, Any]] = {}
-
-    async def open_session(self, case: CaseContext) -> OpenAISession:
-        return OpenAISession(self, case)
-
-    async def aclose(self) -> None:
-        await self.tools.aclose()
-        await self.chat.client.aclose()
+        self._images = FileParts(file_problem, image_part)
 
     def content_for(self, message: str, files: Sequence[TurnFile]) -> str | list[dict[str, Any]]:
         """The user message's content: the text, or the images (read once per run), then it."""
         if not files:
             return message
-        parts: list[dict[str, Any]] = []
-        for file in files:
-            key = (file.path, file.media_type)
-            part = self._images.get(key)
-            if part is None:
-                problem = file_problem(file)
-                if problem is not None:
-                    raise BackendError(problem)
-                try:
-                    part = image_part(file)
-                except OSError as exc:
-                    raise BackendError(f"cannot read {file.path}: {exc}") from exc
-                self._images[key] = part
-            parts.append(part)
-        parts.append({"type": "text", "text": message})
-        return parts
+        return [*map(self._images, files), {"type": "text", "text": message}]
 
 
-class OpenAISession:
-    """One conversation; the history lives here."""
-
-    def __init__(self, backend: OpenAIBackend, case: CaseContext) -> None:
-        self.backend = backend
-        self.case = case
-        self.conversation = backend.requests.conversation(case.instructions)
-
-    @property
-    def history(self) -> list[dict[str, Any]]:
-        return self.conversation.history
-
-    async def send(self, message: str, files: Sequence[TurnFile] = ()) -> TurnReply:
-        backend = self.backend
-        with turn_deadline(backend.turn_timeout):
-            content = backend.content_for(message, files)
-            return await backend.chat.turn(
-                self.conversation, {"role": "user", "content": content}, self.case
-            )
-
-    async def close(self) -> None:
-        self.history.clear()
+OpenAISession = ChatSession
+"""One conversation (the chat core's session)."""

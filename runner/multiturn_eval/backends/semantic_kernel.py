@@ -62,7 +62,7 @@ conversation the next turn continues is always one the service accepts.
 
 A 200 whose body is not a Chat Completions response (``choices: []``,
 ``message: null``, an HTML page, a cut-off, empty or non-UTF-8 body, JSON of
-another shape, a body over 10 MB, ...; :func:`chat_completion_problem`) or,
+another shape, a body over 10 MB, ...; :func:`~.chat_completions.lenient_problem`) or,
 for ``service: anthropic``, not a Messages API response, is checked on the
 wire before the SDK and Semantic Kernel parse it
 (:mod:`multiturn_eval.backends.wire`) and fails the turn with "the OpenAI API
@@ -130,13 +130,14 @@ from semantic_kernel.functions.kernel_function_metadata import KernelFunctionMet
 from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
 
 from ..errors import BackendError, ConfigError, ConfigIssue
-from ..pricing import price_for
-from ..retry import RetryPolicy, Sleep, retry_note, turn_deadline
+from ..retry import retry_note, turn_deadline
 from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 from . import chat_completions
+from .base import ModelBackend
 from .chat import Dialect, Wording, priced, rounds_warning, still_calling
+from .chat import translate as translate_error
 from .files import file_issues, file_kind
 from .wire import ReplyProblem, find_in_chain
 
@@ -238,11 +239,11 @@ def translate(
 
         sdk_error = find_in_chain(exc, (anthropic.APIError, ReplyProblem))
         if sdk_error is not None:
-            return messages_api.translate(sdk_error, named)
+            return translate_error(messages_api, sdk_error, named)
     else:
         found = find_in_chain(exc, (openai.APIError, json.JSONDecodeError, ReplyProblem))
         if found is not None:
-            return chat_completions.translate(found, named)
+            return translate_error(chat_completions, found, named)
     return BackendError(f"Semantic Kernel: {_sk_error_text(exc)}")
 
 
@@ -341,20 +342,23 @@ async def _metered(
     return replies
 
 
-class _OpenAIService(OpenAIChatCompletion):
+class _Metered:
+    """Every model call of a Semantic Kernel chat service goes through :func:`_metered`."""
+
     async def _inner_get_chat_message_contents(
         self, chat_history: ChatHistory, settings: PromptExecutionSettings
     ) -> list[ChatMessageContent]:
-        parent = super()._inner_get_chat_message_contents
-        return await _metered(lambda: parent(chat_history, settings))
+        parent = super()._inner_get_chat_message_contents  # type: ignore[misc]
+        replies: list[ChatMessageContent] = await _metered(lambda: parent(chat_history, settings))
+        return replies
 
 
-class _AzureService(AzureChatCompletion):
-    async def _inner_get_chat_message_contents(
-        self, chat_history: ChatHistory, settings: PromptExecutionSettings
-    ) -> list[ChatMessageContent]:
-        parent = super()._inner_get_chat_message_contents
-        return await _metered(lambda: parent(chat_history, settings))
+class _OpenAIService(_Metered, OpenAIChatCompletion):
+    pass
+
+
+class _AzureService(_Metered, AzureChatCompletion):
+    pass
 
 
 #: sampling parameters anthropic>=2.14's ``messages.create()`` no longer takes as arguments
@@ -396,7 +400,7 @@ def _anthropic_classes() -> tuple[type[ChatCompletionClientBase], type[PromptExe
                 data["extra_body"] = {**(data.get("extra_body") or {}), **moved}
             return data
 
-    class _AnthropicService(AnthropicChatCompletion):
+    class _AnthropicService(_Metered, AnthropicChatCompletion):
         def get_prompt_execution_settings_class(self) -> type[PromptExecutionSettings]:
             return _AnthropicSettings
 
@@ -425,12 +429,6 @@ def _anthropic_classes() -> tuple[type[ChatCompletionClientBase], type[PromptExe
                 FinishReason.CONTENT_FILTER if stop == "refusal" else FinishReason.STOP
             )
             return message
-
-        async def _inner_get_chat_message_contents(
-            self, chat_history: ChatHistory, settings: PromptExecutionSettings
-        ) -> list[ChatMessageContent]:
-            parent = super()._inner_get_chat_message_contents
-            return await _metered(lambda: parent(chat_history, settings))
 
     return _AnthropicService, _AnthropicSettings
 
@@ -539,9 +537,9 @@ class _SKSession:
         turn = _Turn(backend, self._case)
         token = _TURN.set(turn)
         try:
-            response = await backend.agent.get_response(messages=user, thread=self._thread)
+            response = await backend.kernel_agent.get_response(messages=user, thread=self._thread)
             final = response.message
-            rounds = backend.config.max_tool_rounds
+            rounds = backend.agent.max_tool_rounds
             if turn.tool_rounds > rounds:
                 # unanswered tool calls in the thread would make the next request invalid
                 asked = [i.function_name for i in final.items if isinstance(i, FunctionCallContent)]
@@ -608,28 +606,18 @@ def _invocations(messages: Sequence[ChatMessageContent], turn: _Turn) -> list[To
     return out
 
 
-class SemanticKernelBackend:
-    name = "semantic-kernel"
+class SemanticKernelBackend(ModelBackend):
+    """One ChatCompletionAgent for the suite, one thread per test case (see the module
+    docstring); Semantic Kernel runs the tool loop."""
 
-    def __init__(
-        self,
-        suite: LoadedSuite,
-        settings: RunSettings,
-        *,
-        env: Mapping[str, str] | None = None,
-        sleep: Sleep | None = None,
-    ) -> None:
-        config = suite.suite.agent
-        assert isinstance(config, SemanticKernelAgent)
-        self.config = config
+    name = "semantic-kernel"
+    agent_type = SemanticKernelAgent
+    agent: SemanticKernelAgent
+
+    def setup(self, suite: LoadedSuite, settings: RunSettings, env: Mapping[str, str]) -> None:
+        config = self.agent
         self.suite = suite
         self.service_name = config.service
-        self.secrets: set[str] = set()
-        """What this backend adds to the run's secrets (its API key)."""
-        self.warnings: list[str] = []
-        """Said once at the start of the run (a deprecated model)."""
-        if env is None:
-            env = settings.env  # read once at start-up
         _quiet_logs()
         issues = file_issues(suite, self.file_problem)
         api_key, self.base_url = self._credentials(env)
@@ -649,20 +637,16 @@ class SemanticKernelBackend:
             raise ConfigError(issues)
         if api_key:
             self.secrets.add(api_key)  # from the environment too: no report may show it
-        self.policy = RetryPolicy(config.retry, sleep=sleep)
-        self.turn_timeout = settings.turn_timeout
-        self.price = price_for(config.model, suite.suite.pricing)
-        self.toolset = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
         self._client: Any = None
         if self.service_name == "anthropic":
             from . import messages_api
 
-            self.dialect: Dialect = messages_api.MESSAGES
+            self.dialect: Dialect = messages_api
             self.usage_from: Callable[[Any], TokenUsage] = messages_api.usage_from
             """TokenUsage from what a connector puts into ``metadata['usage']`` (the SDK's
             ``Usage``, or Semantic Kernel's ``CompletionUsage``), as the backends count it."""
         else:
-            self.dialect = chat_completions.CHAT_COMPLETIONS
+            self.dialect = chat_completions
             self.usage_from = chat_completions.usage_from
         try:
             service = self._service(api_key, env, settings.turn_timeout)
@@ -679,11 +663,11 @@ class SemanticKernelBackend:
             ) from None
         kernel = Kernel()
         behavior = None
-        if self.toolset:
+        if self.tools:
             functions = []
-            for i, tool in enumerate(self.toolset):
+            for i, tool in enumerate(self.tools):
                 try:
-                    functions.append(_suite_function(tool, self.toolset))
+                    functions.append(_suite_function(tool, self.tools))
                 except ValidationError as exc:
                     raise ConfigError(
                         ConfigIssue(
@@ -700,7 +684,7 @@ class SemanticKernelBackend:
             behavior = FunctionChoiceBehavior.Auto(
                 maximum_auto_invoke_attempts=config.max_tool_rounds
             )
-        self.agent = ChatCompletionAgent(
+        self.kernel_agent = ChatCompletionAgent(
             kernel=kernel,
             service=service,
             name=AGENT_NAME,
@@ -728,14 +712,14 @@ class SemanticKernelBackend:
 
     def _credentials(self, env: Mapping[str, str]) -> tuple[str | None, str | None]:
         key_var, url_var = ENV_VARS[self.service_name]
-        api_key = self.config.api_key or env.get(key_var) or None
-        base_url = self.config.base_url or (env.get(url_var) if url_var else None) or None
+        api_key = self.agent.api_key or env.get(key_var) or None
+        base_url = self.agent.base_url or (env.get(url_var) if url_var else None) or None
         return api_key, base_url.rstrip("/") if base_url else None
 
     def _service(
         self, api_key: str | None, env: Mapping[str, str], timeout: float
     ) -> ChatCompletionClientBase:
-        model = self.config.model
+        model = self.agent.model
         if self.service_name in ("openai", "azure-openai"):
             azure = self.service_name == "azure-openai"
             client = chat_completions.sdk_client(
@@ -744,7 +728,7 @@ class SemanticKernelBackend:
                 base_url=self.base_url or ("" if azure else chat_completions.DEFAULT_BASE_URL),
                 timeout=timeout,
                 api_version=(
-                    self.config.api_version
+                    self.agent.api_version
                     or env.get("AZURE_OPENAI_API_VERSION")
                     or DEFAULT_AZURE_API_VERSION
                 )
@@ -786,7 +770,7 @@ class SemanticKernelBackend:
     def _execution_settings(
         self, behavior: FunctionChoiceBehavior | None
     ) -> PromptExecutionSettings:
-        config = self.config
+        config = self.agent
         settings: PromptExecutionSettings
         if self.service_name == "anthropic":
             settings = _anthropic_classes()[1](
@@ -817,12 +801,12 @@ class SemanticKernelBackend:
         limit: int | None
         if self.service_name == "anthropic":
             stop, refusal = getattr(inner, "stop_reason", None), None
-            limit = self.config.max_tokens or ANTHROPIC_MAX_TOKENS
+            limit = self.agent.max_tokens or ANTHROPIC_MAX_TOKENS
         else:
             choices = getattr(inner, "choices", None) or []
             message = getattr(choices[0], "message", None) if choices else None
             stop = getattr(choices[0], "finish_reason", None) if choices else None
-            refusal, limit = getattr(message, "refusal", None), self.config.max_tokens
+            refusal, limit = getattr(message, "refusal", None), self.agent.max_tokens
         # the refusal is named alone: Semantic Kernel's reply is not read for its text here
         error, warning = self.dialect.stop_verdict(stop, refusal, "", limit)
         if error is not None:
@@ -864,7 +848,7 @@ class SemanticKernelBackend:
         return _SKSession(self, case)
 
     async def aclose(self) -> None:
-        await self.toolset.aclose()
+        await self.tools.aclose()
         if self._client is not None:
             await self._client.close()
 

@@ -84,7 +84,7 @@ def _chat_client(
             base_url=url,
             timeout=timeout,
             api_version=api_version,
-            http_client=http_client(openai, api.chat_completion_problem),
+            http_client=http_client(openai, api.check),
         )
         wording = api.wording(
             "OpenAI-compatible",
@@ -94,19 +94,20 @@ def _chat_client(
             not_found="; check judge.model and judge.base_url",
             side="judge",
         )
-        return api.client(sdk, wording, timeout=timeout)
+        return ChatClient(sdk, api, wording, timeout=timeout)
     import anthropic
 
     from ...backends import messages_api
 
     url = (base_url or DEFAULT_ANTHROPIC_URL).rstrip("/")
-    return messages_api.client(
+    client = messages_api.sdk_client(
         api_key=api_key,
         base_url=url,
         timeout=timeout,
-        wording=messages_api.wording(url, "ANTHROPIC_API_KEY or judge.api_key", side="judge"),
-        http_client=http_client(anthropic, messages_api.message_problem),
+        http_client=http_client(anthropic, messages_api.check),
     )
+    wording = messages_api.wording(url, "ANTHROPIC_API_KEY or judge.api_key", side="judge")
+    return ChatClient(client, messages_api, wording, timeout=timeout)
 
 
 class JudgeClient:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...backends.chat import priced
+from ...errors import JudgeConfigProblem, VerdictProblem
 from ...pricing import price_for
 from ...results import MetricResult
 from ...suite import JudgeConfig, JudgeEvaluation, ModelPrice
@@ -30,8 +31,8 @@ from ...types import ConversationContext, TokenUsage
 from ..recorded import RECORDED_JUDGEMENTS, JudgeKey
 from .clients import JudgeRequest
 from .prompt import TranscriptTurn, packaged_template, render
-from .service import JUDGES, JudgeConfigProblem, JudgeService, merge_levels, resolve
-from .verdict import VerdictProblem, check_verdict
+from .service import JUDGES, JudgeService, merge_levels, resolve
+from .verdict import check_verdict
 
 
 @dataclass

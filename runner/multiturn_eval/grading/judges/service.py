@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...backends.chat import Structured
-from ...errors import BackendError, FatalBackendError
+from ...errors import BackendError, FatalBackendError, JudgeConfigProblem
 from ...retry import RetryPolicy, Sleep, retry_note, turn_deadline
 from ...suite import JudgeConfig, RetryConfig
 from ...types import TokenUsage
@@ -48,14 +48,6 @@ ENV_KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 ENV_URLS = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 PACKAGES = {"anthropic": "anthropic", "openai": "openai"}
 JUDGE_FIELDS = tuple(JudgeConfig.model_fields)
-
-
-class JudgeConfigProblem(ValueError):
-    """A judge block that cannot be used after merging; ``field`` is the key at fault."""
-
-    def __init__(self, message: str, field: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True)

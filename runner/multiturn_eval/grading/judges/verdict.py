@@ -20,12 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...backends.chat import quote as excerpt
+from ...errors import VerdictProblem
 
 TOOL_NAME = "record_verdict"
-
-
-class VerdictProblem(Exception):
-    """The judge's reply does not fit the verdict schema; the message says why, with an excerpt."""
 
 
 def verdict_schema(scale: str) -> dict[str, Any]:
