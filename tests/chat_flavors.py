@@ -333,6 +333,9 @@ class AnthropicFlavor(Flavor):
         assert self.roles(request) == ["user", "assistant", "user"]
         assistant = request.body["messages"][1]["content"]
         assert [b["type"] for b in assistant] == ["text", "tool_use", "tool_use"]
+        results = request.body["messages"][2]["content"]
+        assert [b["type"] for b in results] == ["tool_result", "tool_result"]
+        assert all("is_error" not in b for b in results)
 
 
 # ---------------------------------------------------------------------------- openai

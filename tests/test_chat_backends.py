@@ -242,21 +242,21 @@ def test_after_max_tool_rounds_the_final_reply_is_asked_without_tools(
     flavor.check_final_request_without_tools([r.body for r in contract.requests])
 
 
+@pytest.mark.parametrize("rounds", [1, 2])
 @each
 def test_still_calling_tools_without_tools_is_a_turn_error_and_history_stays_valid(
-    contract: Contract, flavor: Flavor
+    contract: Contract, flavor: Flavor, rounds: int
 ) -> None:
     contract.script(
-        flavor.calls(("lookup", {"key": "revenue"})),
-        flavor.calls(("lookup", {"key": "cost"})),
-        flavor.calls(("lookup", {"key": "revenue"})),  # ignores the request without tools
+        *[flavor.calls(("lookup", {"key": "revenue"}))] * rounds,
+        flavor.calls(("lookup", {"key": "cost"})),  # ignores the request without tools
         flavor.text("fresh start"),
     )
-    backend = contract.with_agent("  max_tool_rounds: 2\n")
+    backend = contract.with_agent(f"  max_tool_rounds: {rounds}\n")
     first, second = contract.converse(backend, "loop", "next")
     assert str(error(first)) == (
-        "the model was still calling tools (lookup) after max_tool_rounds = 2 rounds, even when "
-        "asked without tools; calls made this turn: lookup, lookup"
+        f"the model was still calling tools (lookup) after max_tool_rounds = {rounds} rounds, "
+        f"even when asked without tools; calls made this turn: {', '.join(['lookup'] * rounds)}"
     )
     assert reply(second).response == "fresh start"
     assert list(reply(second).warnings) == []

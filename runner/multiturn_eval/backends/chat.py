@@ -291,6 +291,9 @@ class Dialect(Protocol):
     def structured_result(self, reply: Reply, request: StructuredRequest) -> Structured: ...
 
 
+# ---------------------------------------------------------------------- translation
+
+
 def translate(dialect: Dialect, exc: BaseException, wording: Wording) -> BackendError:
     """The one translation of an SDK's failures (and the wire check's) into BackendErrors."""
     if isinstance(exc, BackendError):
@@ -322,9 +325,6 @@ def translate(dialect: Dialect, exc: BaseException, wording: Wording) -> Backend
     return BackendError(f"{type(exc).__name__}: {exc}")
 
 
-# ---------------------------------------------------------------------- translation
-
-
 def sdk_error_text(status: int, body: Any) -> str:
     """The message the SDKs give an error status whose body says none."""
     if body is None:
@@ -335,8 +335,11 @@ def sdk_error_text(status: int, body: Any) -> str:
 
 
 def error_body(response: Any) -> Any:
-    """An error reply's body: its JSON, else its text (as the SDKs read it)."""
-    text = response.text.strip()
+    """An error reply's body: its JSON, else its text (as the SDKs read it); None unread."""
+    try:
+        text = response.text.strip()
+    except Exception:  # a body the client did not read (closed early)
+        return None
     try:
         return json.loads(text)
     except ValueError:
