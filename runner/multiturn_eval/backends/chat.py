@@ -94,7 +94,11 @@ _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 # ------------------------------------------------------------------- neutral messages
 
 
-@dataclass(frozen=True, slots=True)
+# The per-request records are plain slotted dataclasses: a frozen one costs an
+# object.__setattr__ per field on every request.
+
+
+@dataclass(slots=True)
 class Exchanged:
     """One HTTP reply as the exchange point returns it."""
 
@@ -109,7 +113,7 @@ Exchange = Callable[[Side, str, dict[str, Any]], Awaitable[Exchanged]]
 """``exchange(side, path, body)``: one model request (see the module docstring)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCall:
     """One tool call the model asked for."""
 
@@ -119,7 +123,7 @@ class ToolCall:
     """As the model sent them: an object (Messages API) or JSON text (Chat Completions)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reply:
     """One assistant reply, neutral: what the loop needs from any provider."""
 

@@ -166,16 +166,16 @@ def usage_from(raw: Any) -> TokenUsage:
     input moved out of ``prompt_tokens``, reasoning tokens kept."""
     if not raw:
         return _NO_USAGE
-    prompt = field_of(raw, "prompt_tokens") or 0
-    details = field_of(raw, "prompt_tokens_details")
+    get = raw.get if isinstance(raw, dict) else lambda key: field_of(raw, key)
+    prompt = get("prompt_tokens") or 0
+    details = get("prompt_tokens_details")
     cached = (field_of(details, "cached_tokens") or 0) if details else 0
     written = (field_of(details, "cache_write_tokens") or 0) if details else 0
-    completion = field_of(raw, "completion_tokens") or 0
-    spent = field_of(raw, "completion_tokens_details")
+    spent = get("completion_tokens_details")
     reasoning = field_of(spent, "reasoning_tokens") if spent else None
     return usage_of(
         max(0, prompt - cached - written),
-        completion,
+        get("completion_tokens") or 0,
         written,
         cached,
         reasoning if is_int(reasoning) else None,
