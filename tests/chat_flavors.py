@@ -11,6 +11,7 @@ place per backend.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +99,9 @@ class Flavor:
 
     def refusals(self) -> list[tuple[Any, str]]:
         """Replies that refuse, with the turn error each gives."""
+        raise NotImplementedError
+
+    def verdict(self, **fields: Any) -> Any:
         raise NotImplementedError
 
     def rate_limits(self) -> list[tuple[Any, float]]:
@@ -244,6 +248,10 @@ class AnthropicFlavor(Flavor):
 
     def cut_off(self, content: str) -> Any:
         return fa.text(content, stop_reason="max_tokens")
+
+    def verdict(self, **fields: Any) -> Any:
+        """A judge's structured answer (the forced tool's input)."""
+        return fa.verdict(**fields)
 
     def refusals(self) -> list[tuple[Any, str]]:
         return [
@@ -399,6 +407,10 @@ class OpenAIFlavor(Flavor):
 
     def cut_off(self, content: str) -> Any:
         return fo.Completion(content=content, finish_reason="length")
+
+    def verdict(self, **fields: Any) -> Any:
+        """A judge's structured answer (the strict JSON schema's content)."""
+        return fo.text(json.dumps(fields), fo.Usage(300, 40))
 
     def refusals(self) -> list[tuple[Any, str]]:
         return [

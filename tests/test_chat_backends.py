@@ -21,8 +21,11 @@ from typing import Any
 
 import pytest
 
+from multiturn_eval.backends.chat import Exchanged, Side
 from multiturn_eval.case_runner import case_context
 from multiturn_eval.errors import ConfigError, FatalBackendError, TransientError
+from multiturn_eval.pricing import Price
+from multiturn_eval.types import TokenUsage
 from tests import tool_funcs
 from tests.backend_harness import CASES, Harness, error, reply
 from tests.chat_flavors import FLAVORS, INSTRUCTIONS, Flavor, Turn, U, cli_suite
@@ -457,6 +460,162 @@ def test_unknown_price_gives_no_cost_and_suite_pricing_overrides(
     assert reply(contract.converse(priced, "x")[0]).cost_usd == pytest.approx(2)
 
 
+class TieredPrice(Price):
+    """A price whose rate depends on each request's input (as long-context tiers do):
+    $1 per million input tokens up to 1,000 in one request, $10 above; unpriced above 5,000."""
+
+    def cost(self, usage: TokenUsage) -> float:
+        if usage.prompt_tokens > 5000:
+            return None  # type: ignore[return-value]  # a tier the table does not know
+        return usage.prompt_tokens * (1 if usage.prompt_tokens <= 1000 else 10) / 1e6
+
+
+def priced_backend(contract: Contract) -> Any:
+    backend = contract.backend()
+    price = TieredPrice(0, 0, 0, 0)
+    backend.price = price  # semantic-kernel prices with the backend's own
+    if hasattr(backend, "chat"):
+        backend.chat.price = price
+    return backend
+
+
+@each
+def test_each_request_is_priced_on_its_own(contract: Contract, flavor: Flavor) -> None:
+    """A turn's cost is the sum of its requests' costs, not the cost of their summed usage."""
+    contract.script(
+        flavor.calls(("lookup", {"key": "revenue"}), usage=U(800, 0)),
+        flavor.text("206588", U(900, 0)),
+    )
+    result = reply(contract.converse(priced_backend(contract), "revenue?")[0])
+    assert result.token_usage is not None and result.token_usage.prompt_tokens == 1700
+    assert result.cost_usd == pytest.approx((800 + 900) / 1e6)  # each under 1,000: $1 each
+    assert result.cost_usd != pytest.approx(1700 * 10 / 1e6)  # not the sum's tier
+
+
+@each
+def test_a_turn_with_an_unpriced_request_has_no_cost(contract: Contract, flavor: Flavor) -> None:
+    contract.script(
+        flavor.calls(("lookup", {"key": "revenue"}), usage=U(800, 0)),
+        flavor.text("206588", U(6000, 0)),
+    )
+    result = reply(contract.converse(priced_backend(contract), "revenue?")[0])
+    assert result.cost_usd is None
+    assert result.token_usage is not None and result.token_usage.prompt_tokens == 6800
+
+
+CORE = [f for f in FLAVORS if f.name in ("anthropic", "openai")]
+
+
+@pytest.mark.parametrize("flavor", CORE, ids=str)
+def test_every_request_goes_through_the_exchange_point(contract: Contract, flavor: Flavor) -> None:
+    """A recorder wrapping ``client.exchange`` sees every request with its side, path and body,
+    and the reply as the wire check passed it; a replayer replacing it answers with no server."""
+    contract.script(
+        flavor.calls(("lookup", {"key": "revenue"})), flavor.text("206588"), flavor.text("25587")
+    )
+    backend = contract.backend()
+    client = backend.chat.client
+    live = client.exchange
+    recorded: list[tuple[str, str, dict[str, Any], Exchanged]] = []
+
+    async def record(side: Side, path: str, body: dict[str, Any]) -> Exchanged:
+        got = await live(side, path, body)
+        recorded.append((side, path, json.loads(json.dumps(body)), got))
+        return got
+
+    client.exchange = record
+    live_replies = contract.converse(backend, "what is the revenue?", "and the difference?")
+    requests = contract.requests
+    assert [r.body for r in requests] == [body for _, _, body, _ in recorded]
+    path = "/v1/messages" if flavor.name == "anthropic" else "/chat/completions"
+    assert {(side, p) for side, p, _, _ in recorded} == {("agent", path)}
+    assert all(got.status == 200 and isinstance(got.data, dict) for *_, got in recorded)
+
+    # the same conversation replayed from the recording, the fake stopped: nothing is sent
+    contract.fake.stop()
+    backend = contract.backend()
+    replies = iter(got for *_, got in recorded)
+
+    async def replay(side: Side, path: str, body: dict[str, Any]) -> Exchanged:
+        return next(replies)
+
+    backend.chat.client.exchange = replay
+    replayed = contract.converse(backend, "what is the revenue?", "and the difference?")
+    assert [reply(r).response for r in replayed] == [reply(r).response for r in live_replies]
+    assert [len(reply(r).tool_invocations) for r in replayed] == [1, 0]
+
+
+@pytest.mark.parametrize("flavor", CORE, ids=str)
+def test_a_replayed_error_status_is_translated_as_a_live_one(
+    contract: Contract, flavor: Flavor
+) -> None:
+    """An error reply through the exchange point (recorded, say) is retried and worded as live."""
+    (limited, wait), _ = flavor.rate_limits()
+    contract.script(limited, flavor.text("ok"))
+    backend = contract.backend()
+    live = backend.chat.client.exchange
+    seen: list[Exchanged] = []
+
+    async def record(side: Side, path: str, body: dict[str, Any]) -> Exchanged:
+        seen.append(await live(side, path, body))
+        return seen[-1]
+
+    backend.chat.client.exchange = record
+    result = reply(contract.converse(backend, "hi")[0])
+    assert result.response == "ok"
+    assert [got.status for got in seen] == [429, 200]
+    assert result.warnings[0] == flavor.rate_limit_warning  # the status went through translation
+    assert contract.clock.waits == [wait]
+
+
+@pytest.mark.parametrize("flavor", CORE, ids=str)
+def test_a_judges_request_goes_through_its_clients_exchange_point(
+    contract: Contract, flavor: Flavor
+) -> None:
+    from multiturn_eval.grading.judges.clients import JudgeRequest
+    from multiturn_eval.grading.judges.service import JudgeService
+    from multiturn_eval.suite import RetryConfig
+
+    contract.script(flavor.verdict(verdict="pass", reason="Polite."))
+    request = JudgeRequest(
+        backend=flavor.name,
+        model="judge-model",
+        base_url=contract.url,
+        api_key=flavor.key,
+        api_version=None,
+        temperature=0,
+        max_tokens=100,
+        scale="pass_fail",
+        prompt="Grade the reply.",
+    )
+    seen: list[tuple[str, str, Any]] = []
+
+    async def run() -> Any:
+        service = JudgeService(timeout=10)
+        client = service.client(request).client
+        live = client.exchange
+
+        async def record(side: Side, path: str, body: dict[str, Any]) -> Exchanged:
+            got = await live(side, path, body)
+            seen.append((side, path, got.data))
+            return got
+
+        client.exchange = record
+        try:
+            outcome, fresh = await service.judge(request, RetryConfig())
+            assert fresh  # the first call of this request: not de-duplicated
+        finally:
+            await service.aclose()
+        return outcome
+
+    outcome = asyncio.run(run())
+    assert outcome.error is None and outcome.reply is not None
+    assert outcome.reply.data == {"verdict": "pass", "reason": "Polite."}
+    path = "/v1/messages" if flavor.name == "anthropic" else "/chat/completions"
+    assert [(side, p) for side, p, _ in seen] == [("judge", path)]
+    assert [r.body["model"] for r in contract.requests] == ["judge-model"]
+
+
 # ------------------------------------------------------------------ configuration
 
 
@@ -498,15 +657,20 @@ def analyst(last: Turn) -> tuple[str, Any, U]:
     return "call", ("subtract", {"a": 206588, "b": 181001}), U(55, 12)
 
 
+def run_analyst(contract: Contract, project: Project, suite: str) -> Any:
+    """``multiturn-eval run`` of ``suite`` against the fake answering as :func:`analyst`."""
+    contract.fake.responder = contract.flavor.responder(analyst)
+    # the environment as the entry point read it (no module below it reads os.environ)
+    project.env.update(contract.flavor.env(contract.fake))
+    project.write("suite.yaml", suite)
+    return project.run("run", "suite.yaml")
+
+
 @each
 def test_cli_run_passes_against_the_fake(
     contract: Contract, flavor: Flavor, project: Project
 ) -> None:
-    contract.fake.responder = flavor.responder(analyst)
-    # the environment as the entry point read it (no module below it reads os.environ)
-    project.env.update(flavor.env(contract.fake))
-    project.write("suite.yaml", cli_suite(flavor))
-    result = project.run("run", "suite.yaml")
+    result = run_analyst(contract, project, cli_suite(flavor))
     assert result.code == 0, result.out + result.err
     report = result.report
     case = report["results"][0]
@@ -530,12 +694,9 @@ def test_cli_run_passes_against_the_fake(
 def test_cli_run_fails_a_wrong_turn_with_exit_1(
     contract: Contract, flavor: Flavor, project: Project
 ) -> None:
-    contract.fake.responder = flavor.responder(analyst)
-    project.env.update(flavor.env(contract.fake))
-    project.write(
-        "suite.yaml", cli_suite(flavor).replace("and minus the cost?", "something wrong?")
+    result = run_analyst(
+        contract, project, cli_suite(flavor).replace("and minus the cost?", "something wrong?")
     )
-    result = project.run("run", "suite.yaml")
     assert result.code == 1, result.out + result.err
     turns = result.report["results"][0]["turns"]
     assert [t["passed"] for t in turns] == [True, False]

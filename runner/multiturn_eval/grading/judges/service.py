@@ -155,7 +155,9 @@ class JudgeService:
         self.requests_made = 0
         """Judge calls actually started (after de-duplication)."""
 
-    def _client(self, request: JudgeRequest) -> JudgeClient:
+    def client(self, request: JudgeRequest) -> JudgeClient:
+        """The client of the request's endpoint (built on first use); its ``client.exchange``
+        is the judge's exchange point (:mod:`multiturn_eval.backends.chat`)."""
         key = (request.backend, request.base_url, request.api_key, request.api_version)
         client = self._clients.get(key)
         if client is None:
@@ -187,7 +189,7 @@ class JudgeService:
         return outcome, fresh
 
     async def _call(self, request: JudgeRequest, retry: RetryConfig) -> JudgeOutcome:
-        client = self._client(request)
+        client = self.client(request)
         self.requests_made += 1
         notes: list[str] = []
         policy = RetryPolicy(retry, sleep=self._sleep)
