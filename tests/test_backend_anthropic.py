@@ -1,4 +1,9 @@
-"""The anthropic backend, driven through the real ``anthropic`` client against a fake Messages API."""
+"""The anthropic backend, driven through the real ``anthropic`` client against a fake Messages API.
+
+What every chat backend does alike (the tool loop, the history, retries, errors, usage and
+cost, the CLI run) is tested once for all in ``tests/test_chat_backends.py``; here is what
+only this backend does.
+"""
 
 from __future__ import annotations
 

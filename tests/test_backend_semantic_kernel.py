@@ -4,6 +4,10 @@ Semantic Kernel's ``ChatCompletionAgent`` runs on the real ``openai`` client
 (and, for ``service: anthropic``, the real ``anthropic`` client) against the
 fake servers of :mod:`tests.fakes`; nothing of Semantic Kernel or the SDKs is
 mocked.
+
+What every chat backend does alike (the tool loop, the history, retries, errors, usage and
+cost, the CLI run) is tested once for all in ``tests/test_chat_backends.py``; here is what
+only this backend does.
 """
 
 from __future__ import annotations

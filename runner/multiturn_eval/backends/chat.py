@@ -2,12 +2,21 @@
 
 The ``anthropic`` and ``openai`` backends, the LLM judges and (next) the
 simulated user share this module; what differs between the Anthropic Messages
-API and OpenAI Chat Completions (Azure included) is a :class:`Dialect` in
-:mod:`.messages_api` and :mod:`.chat_completions`, which only builds requests,
-parses replies into a neutral :class:`Reply` (text, tool calls, usage, stop
-reason) and translates errors. Semantic Kernel keeps its own kernel loop
+API and OpenAI Chat Completions (Azure included) is a :class:`Dialect`: the
+modules :mod:`.messages_api` and :mod:`.chat_completions`, which only build
+requests, parse replies into a neutral :class:`Reply` (text, tool calls,
+usage, stop reason) and word error statuses; :func:`translate` maps either
+SDK's exceptions. Semantic Kernel keeps its own kernel loop
 (:mod:`.semantic_kernel`) and shares the dialects' error translation, usage
 and stop-reason handling.
+
+The pieces: :class:`ChatClient` (one SDK client of one endpoint: its dialect,
+its :class:`Wording` for messages, its exchange point, the retried
+:meth:`ChatClient.request`); :class:`ChatAgent` (the tool loop over a client,
+a request builder -- the dialects' ``MessagesRequests`` and
+``ChatCompletionsRequests`` -- the ToolSet, the retry policy and the price);
+:class:`ChatSession` (one test case's :class:`Conversation`);
+:class:`ChatBackend` (a model backend made of these); :func:`structured`.
 
 **A turn** (:meth:`ChatAgent.turn`): the user's message joins the history;
 each request sends the whole history; while the reply asks for tool calls,
@@ -45,9 +54,12 @@ connection, a timeout, a reply that fails the wire check). The retry policy,
 the status translation (:meth:`Dialect.status_error`) and the tool loop sit
 above it, so a recorder can wrap it (``client.exchange =
 record(client.exchange)``) and a replayer replace it without touching the
-loop: a replayed 2xx should be checked with :attr:`Dialect.check` first (a
+loop: a replayed 2xx should be checked with the dialect's ``check`` first (a
 hand-edited fixture), and a replayed error status goes through the same
-translation as a live one.
+translation as a live one. Where the clients are: ``backend.chat.client`` of
+the ``anthropic`` and ``openai`` backends, ``JudgeService.client(request).client``
+of a judge. (Semantic Kernel's requests do not go through one yet: its
+``openai`` client posts in ``semantic_kernel._direct_chat_completions``.)
 
 **A structured call** (:func:`structured`): one request whose answer must be
 one JSON object of a schema -- Anthropic through a forced tool, OpenAI through

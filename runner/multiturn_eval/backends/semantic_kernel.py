@@ -43,20 +43,26 @@ What a turn records:
   Kernel refuses before running anything (an unknown tool, arguments that are
   not JSON, a missing required argument) are recorded with the text the model
   was given as their ``error``.
-* **token usage** summed over every model call of the turn: OpenAI's
-  ``prompt_tokens`` include the cached part, which is moved to
+* **token usage** summed over every model call of the turn, counted as the
+  ``anthropic`` and ``openai`` backends count it (the dialects' ``usage_from``):
+  OpenAI's ``prompt_tokens`` include the cached part, which is moved to
   ``cache_read_tokens`` (``cache_write_tokens`` where reported to
   ``cache_creation_tokens``), so ``prompt_tokens`` means uncached input as on
-  the ``anthropic`` backend; Anthropic's usage maps one to one.
+  the ``anthropic`` backend, and reasoning tokens are kept; Anthropic's usage
+  maps one to one.
 * **cost** from :mod:`multiturn_eval.pricing` (the suite's ``pricing:``
-  overrides the built-in table, which knows Claude models only).
+  overrides the built-in table), each model call priced on its own.
 
 Errors: the SDK's own retries are off (``max_retries=0``); every model call is
 retried by :class:`~multiturn_eval.retry.RetryPolicy` (``agent.retry``), and
 every exception is translated to a :class:`BackendError` in one place,
-:func:`translate`: 401/403 stop the run (:class:`FatalBackendError`, exit 3);
+:func:`translate` (the SDK's error found in Semantic Kernel's wrapping, then
+the dialects' translation, worded as on the ``openai`` and ``anthropic``
+backends): 401/403 stop the run (:class:`FatalBackendError`, exit 3);
 429, 5xx, 529, timeouts and dropped connections are retried; a reply that is
-not JSON, a context-length 400, a refusal or a content filter fail the turn.
+not JSON, a context-length 400, a refusal or a content filter fail the turn
+(the refusals, content filters and cut-off replies of the dialects'
+``stop_verdict``).
 A failed turn is taken back out of the thread (user message included), so the
 conversation the next turn continues is always one the service accepts.
 

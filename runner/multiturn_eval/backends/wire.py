@@ -21,8 +21,9 @@ clients included, through ``http_client=``, :func:`checked_client`):
   :data:`MAX_ITEMS` blocks, choices or tool calls is refused unparsed.
 
 Both raise a :class:`ReplyProblem` inside the HTTP client; the SDK wraps it
-(``APIConnectionError``) and each backend's single ``translate`` finds it in
-the cause chain. Such a reply is a turn error, never retried (the same
+(``APIConnectionError``) and the one translation of the SDKs' failures
+(:func:`multiturn_eval.backends.chat.translate`; the http backend's own)
+finds it in the cause chain. Such a reply is a turn error, never retried (the same
 request would most likely get the same reply), and the session stays alive:
 the backend's history does not change on a failed turn, so the next turn is
 sent on the conversation as it was.

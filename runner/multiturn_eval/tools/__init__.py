@@ -32,7 +32,7 @@ as a :class:`~multiturn_eval.types.ToolInvocation` with the arguments as the
 model sent them, the result (JSON-safe), ``error`` as
 ``"ExceptionType: message"`` and ``duration_ms``. Only cancellation propagates.
 
-Both model backends (``anthropic``, ``semantic-kernel``) use this module::
+The model backends (``anthropic``, ``openai``, ``semantic-kernel``) use this module::
 
     toolset = ToolSet.from_loaded(loaded, max_workers=settings.parallel_test_cases)
     toolset.anthropic_tools(cache=True)      # or toolset.openai_tools(), or per Tool:
