@@ -110,6 +110,10 @@ class Flavor:
 
     rate_limit_warning: str
 
+    def rate_limit_body(self) -> dict[str, Any]:
+        """The JSON body of the first of :meth:`rate_limits` (as a recording would hold it)."""
+        raise NotImplementedError
+
     def transients(self) -> list[Any]:
         raise NotImplementedError
 
@@ -266,6 +270,10 @@ class AnthropicFlavor(Flavor):
             (fa.rate_limited(retry_after="7"), 7.0),
             (fa.rate_limited(retry_after=None, retry_after_ms="1500"), 1.5),
         ]
+
+    def rate_limit_body(self) -> dict[str, Any]:
+        limited = fa.rate_limited()
+        return {"type": "error", "error": {"type": limited.type, "message": limited.message}}
 
     def transients(self) -> list[Any]:
         return [fa.overloaded(), fa.server_error(500), fa.server_error(503), Drop()]
@@ -426,6 +434,11 @@ class OpenAIFlavor(Flavor):
 
     def rate_limits(self) -> list[tuple[Any, float]]:
         return [(fo.rate_limited(retry_after="7"), 7.0), (fo.rate_limited(retry_after="1.5"), 1.5)]
+
+    def rate_limit_body(self) -> dict[str, Any]:
+        limited = fo.rate_limited()
+        error = {"message": limited.message, "type": limited.type, "code": limited.code}
+        return {"error": {**error, "param": None}}
 
     def transients(self) -> list[Any]:
         return [

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from multiturn_eval.backends.chat import Exchanged, Side
+from multiturn_eval.backends.chat import Side
 from multiturn_eval.case_runner import case_context
 from multiturn_eval.errors import ConfigError, FatalBackendError, TransientError
 from multiturn_eval.pricing import Price
@@ -516,9 +516,9 @@ def test_every_request_goes_through_the_exchange_point(contract: Contract, flavo
     backend = contract.backend()
     client = backend.chat.client
     live = client.exchange
-    recorded: list[tuple[str, str, dict[str, Any], Exchanged]] = []
+    recorded: list[tuple[str, str, dict[str, Any], tuple[int, Any]]] = []
 
-    async def record(side: Side, path: str, body: dict[str, Any]) -> Exchanged:
+    async def record(side: Side, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
         got = await live(side, path, body)
         recorded.append((side, path, json.loads(json.dumps(body)), got))
         return got
@@ -529,14 +529,14 @@ def test_every_request_goes_through_the_exchange_point(contract: Contract, flavo
     assert [r.body for r in requests] == [body for _, _, body, _ in recorded]
     path = "/v1/messages" if flavor.name == "anthropic" else "/chat/completions"
     assert {(side, p) for side, p, _, _ in recorded} == {("agent", path)}
-    assert all(got.status == 200 and isinstance(got.data, dict) for *_, got in recorded)
+    assert all(status == 200 and isinstance(data, dict) for *_, (status, data) in recorded)
 
     # the same conversation replayed from the recording, the fake stopped: nothing is sent
     contract.fake.stop()
     backend = contract.backend()
     replies = iter(got for *_, got in recorded)
 
-    async def replay(side: Side, path: str, body: dict[str, Any]) -> Exchanged:
+    async def replay(side: Side, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
         return next(replies)
 
     backend.chat.client.exchange = replay
@@ -549,23 +549,23 @@ def test_every_request_goes_through_the_exchange_point(contract: Contract, flavo
 def test_a_replayed_error_status_is_translated_as_a_live_one(
     contract: Contract, flavor: Flavor
 ) -> None:
-    """An error reply through the exchange point (recorded, say) is retried and worded as live."""
-    (limited, wait), _ = flavor.rate_limits()
-    contract.script(limited, flavor.text("ok"))
+    """An error reply returned by the exchange point (a recording of a 429, say) is retried and
+    worded exactly as the live one; a live error status raises through the exchange point."""
+    contract.script(flavor.text("ok"))
     backend = contract.backend()
     live = backend.chat.client.exchange
-    seen: list[Exchanged] = []
+    answers: list[tuple[int, Any]] = [(429, flavor.rate_limit_body())]
 
-    async def record(side: Side, path: str, body: dict[str, Any]) -> Exchanged:
-        seen.append(await live(side, path, body))
-        return seen[-1]
+    async def replay_then_live(side: Side, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+        return answers.pop(0) if answers else await live(side, path, body)
 
-    backend.chat.client.exchange = record
+    backend.chat.client.exchange = replay_then_live
     result = reply(contract.converse(backend, "hi")[0])
     assert result.response == "ok"
-    assert [got.status for got in seen] == [429, 200]
-    assert result.warnings[0] == flavor.rate_limit_warning  # the status went through translation
-    assert contract.clock.waits == [wait]
+    assert result.warnings[0].startswith(flavor.rate_limit_warning.split("; retried")[0])
+    assert len(contract.clock.waits) == 1  # no retry-after in a recording: the backoff
+    assert 0 <= contract.clock.waits[0] <= 1.0
+    assert len(contract.requests) == 1  # the replayed 429 was never sent
 
 
 @pytest.mark.parametrize("flavor", CORE, ids=str)
@@ -595,10 +595,10 @@ def test_a_judges_request_goes_through_its_clients_exchange_point(
         client = service.client(request).client
         live = client.exchange
 
-        async def record(side: Side, path: str, body: dict[str, Any]) -> Exchanged:
-            got = await live(side, path, body)
-            seen.append((side, path, got.data))
-            return got
+        async def record(side: Side, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+            status, data = await live(side, path, body)
+            seen.append((side, path, data))
+            return status, data
 
         client.exchange = record
         try:
@@ -614,6 +614,58 @@ def test_a_judges_request_goes_through_its_clients_exchange_point(
     path = "/v1/messages" if flavor.name == "anthropic" else "/chat/completions"
     assert [(side, p) for side, p, _ in seen] == [("judge", path)]
     assert [r.body["model"] for r in contract.requests] == ["judge-model"]
+
+
+@pytest.mark.parametrize("flavor", CORE, ids=str)
+def test_a_structured_call_for_another_side_without_temperature_and_with_a_seed(
+    contract: Contract, flavor: Flavor
+) -> None:
+    """The simulated user's call: side ``user``, no temperature sent, a seed where the API
+    takes one (Chat Completions), the answer unchecked, a refusal named after who answers."""
+    from multiturn_eval.backends.chat import StructuredRequest, structured
+    from multiturn_eval.grading.judges.clients import JudgeRequest
+    from multiturn_eval.grading.judges.service import JudgeService
+    from multiturn_eval.retry import RetryPolicy
+
+    refusal, _ = flavor.refusals()[0]
+    contract.script(flavor.verdict(message="hello", done=False), refusal)
+    endpoint = JudgeRequest(flavor.name, "m", contract.url, flavor.key, None, 0, 1, "", "")
+    ask = StructuredRequest(
+        model="user-model",
+        system="You play the user.",
+        prompt="Say hello.",
+        name="verdict" if flavor.name == "openai" else "record_verdict",
+        description="The user's next message.",
+        schema={"type": "object"},
+        max_tokens=200,
+        temperature=None,
+        seed=7,
+        who="the user simulator",
+    )
+    sides: list[str] = []
+
+    async def run() -> list[Any]:
+        service = JudgeService(timeout=10)
+        client = service.client(endpoint).client
+        live = client.exchange
+
+        async def record(side: Side, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+            sides.append(side)
+            return await live(side, path, body)
+
+        client.exchange = record
+        try:
+            return [await structured(client, ask, RetryPolicy(), side="user") for _ in range(2)]
+        finally:
+            await service.aclose()
+
+    answer, refused = asyncio.run(run())
+    assert (answer.data, answer.problem) == ({"message": "hello", "done": False}, None)
+    assert refused.data is None and refused.problem.startswith("the user simulator refused")
+    assert sides == ["user", "user"]
+    body = contract.requests[0].body
+    assert body["model"] == "user-model" and "temperature" not in body
+    assert body.get("seed") == (7 if flavor.name == "openai" else None)
 
 
 # ------------------------------------------------------------------ configuration

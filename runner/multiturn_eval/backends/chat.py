@@ -44,19 +44,20 @@ reports the summed usage and that cost.
 
 **The exchange point** (:attr:`ChatClient.exchange`): every model request of a
 client -- the agent's, a judge's, a simulated user's -- goes through one
-awaitable ``exchange(side, path, body) -> Exchanged``: ``side`` is who asks
-(``"agent"``, ``"judge"``, ``"user"``), ``path`` the API path
-(``/v1/messages``, ``/chat/completions``), ``body`` the JSON body as a dict;
-it returns the HTTP status and the parsed JSON body -- every status, error
-replies included (``headers`` carry ``retry-after``) -- after the wire checks
-of :mod:`.wire` for a 2xx; it raises only when no usable reply came (a dropped
-connection, a timeout, a reply that fails the wire check). The retry policy,
-the status translation (:meth:`Dialect.status_error`) and the tool loop sit
-above it, so a recorder can wrap it (``client.exchange =
+awaitable ``exchange(side, path, body) -> (status, data)``: ``side`` is who
+asks (``"agent"``, ``"judge"``, ``"user"``), ``path`` the API path
+(``/v1/messages``, ``/chat/completions``), ``body`` the JSON body; it returns
+the HTTP status and the parsed JSON body, after the wire checks of
+:mod:`.wire`. A live error status raises the SDK's exception (its headers
+carry ``retry-after``), and so does a reply that never came or failed the
+wire check. The retry policy, the translation (:func:`translate`) and the
+tool loop sit above it, so a recorder can wrap it (``client.exchange =
 record(client.exchange)``) and a replayer replace it without touching the
 loop: a replayed 2xx should be checked with the dialect's ``check`` first (a
-hand-edited fixture), and a replayed error status goes through the same
-translation as a live one. Where the clients are: ``backend.chat.client`` of
+hand-edited fixture); a replayed error status (a non-2xx returned) is worded
+by the dialect as a live one (:meth:`Dialect.status_error`, without
+``retry-after``); a replayer's own failure is a BackendError
+(``FixtureMissError``), passed through as the turn's error. Where the clients are: ``backend.chat.client`` of
 the ``anthropic`` and ``openai`` backends, ``JudgeService.client(request).client``
 of a judge. (Semantic Kernel's requests do not go through one yet: its
 ``openai`` client posts in ``semantic_kernel._direct_chat_completions``.)
@@ -110,19 +111,20 @@ _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 # object.__setattr__ per field on every request.
 
 
+Exchange = Callable[[Side, str, Mapping[str, Any]], Awaitable[tuple[int, Any]]]
+"""``exchange(side, path, body) -> (status, parsed JSON)``: one model request (see the module
+docstring)."""
+
+
 @dataclass(slots=True)
-class Exchanged:
-    """One HTTP reply as the exchange point returns it."""
+class StatusReply:
+    """An error reply, as a dialect words it (:meth:`Dialect.status_error`)."""
 
     status: int
     data: Any
-    """The parsed JSON body (for an error status, the body's text when it is not JSON)."""
+    """The parsed JSON body (its text when it is not JSON; None when unread)."""
     headers: Mapping[str, str] | None = None
-    """An error reply's headers (``retry-after``); None for a 2xx."""
-
-
-Exchange = Callable[[Side, str, dict[str, Any]], Awaitable[Exchanged]]
-"""``exchange(side, path, body)``: one model request (see the module docstring)."""
+    """Its headers (``retry-after``); None when not known (a replayed reply)."""
 
 
 @dataclass(slots=True)
@@ -211,7 +213,10 @@ class StructuredRequest:
     description: str
     schema: dict[str, Any]
     max_tokens: int
-    temperature: float
+    temperature: float | None
+    """None: send no temperature (a model that refuses one)."""
+    seed: int | None = None
+    """Sent where the API takes one (Chat Completions); None: none sent."""
     who: str = "the judge"
     """Who answers, in the messages of a reply that does not fit."""
 
@@ -272,7 +277,7 @@ class Dialect(Protocol):
         ...
 
     def status_error(
-        self, reply: Exchanged, wording: Wording, fallback: str | None = None
+        self, reply: StatusReply, wording: Wording, fallback: str | None = None
     ) -> BackendError:
         """An error reply as a BackendError (``fallback``: the SDK's message, for a body that
         says none): 401/403 fatal, 408/409/429/5xx transient (:func:`status_basics`)."""
@@ -322,7 +327,7 @@ def translate(dialect: Dialect, exc: BaseException, wording: Wording) -> Backend
     errors = dialect.ERRORS
     if isinstance(exc, errors.status):
         response: Any = getattr(exc, "response", None)
-        reply = Exchanged(
+        reply = StatusReply(
             getattr(exc, "status_code", 0),
             getattr(exc, "body", None),
             response.headers if response is not None else None,
@@ -350,25 +355,13 @@ def sdk_error_text(status: int, body: Any) -> str:
     return f"Error code: {status} - {body}"
 
 
-def error_body(response: Any) -> Any:
-    """An error reply's body: its JSON, else its text (as the SDKs read it); None unread."""
-    try:
-        text = response.text.strip()
-    except Exception:  # a body the client did not read (closed early)
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def transient_status(status: int) -> bool:
     """Statuses worth retrying: 408, 409, 429 and every 5xx (529 included)."""
     return status in (408, 409, 429) or status >= 500
 
 
 def status_basics(
-    reply: Exchanged, kind: str | None, message: str, wording: Wording
+    reply: StatusReply, kind: str | None, message: str, wording: Wording
 ) -> BackendError | None:
     """The answer every provider gives alike: 401/403 fatal, transient statuses retried."""
     status = reply.status
@@ -413,23 +406,20 @@ class ChatClient:
         self.exchange: Exchange = self._post
         """Every model request of this client goes through here (see the module docstring)."""
 
-    async def _post(self, side: Side, path: str, body: dict[str, Any]) -> Exchanged:
+    async def _post(self, side: Side, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
         """One request with the SDK client's own ``post`` (its headers, auth, URL, Azure paths).
 
         The reply is read as the JSON the wire check has already parsed and
-        checked, not built into the SDK's models.
+        checked, not built into the SDK's models. An error status raises the
+        SDK's exception (its headers carry ``retry-after``), translated above.
         """
-        try:
-            response = await self.sdk.post(
-                path,
-                body=body,
-                cast_to=self._raw,
-                options={"timeout": request_timeout(self.timeout), **self._options},
-            )
-        except self.dialect.ERRORS.status as exc:
-            reply = exc.response  # type: ignore[attr-defined]
-            return Exchanged(reply.status_code, error_body(reply), reply.headers)
-        return Exchanged(response.status_code, self._parsed_body(response))
+        response = await self.sdk.post(
+            path,
+            body=body,
+            cast_to=self._raw,
+            options={"timeout": request_timeout(self.timeout), **self._options},
+        )
+        return response.status_code, self._parsed_body(response)
 
     def translate(self, exc: BaseException) -> BackendError:
         return translate(self.dialect, exc, self.wording)
@@ -446,10 +436,10 @@ class ChatClient:
         path = dialect.PATH
 
         async def attempt() -> Reply:
-            got = await self.exchange(side, path, body)
-            if not 200 <= got.status < 300:
-                raise dialect.status_error(got, self.wording)
-            return dialect.parse(got.data)
+            status, data = await self.exchange(side, path, body)
+            if not 200 <= status < 300:  # a replayed error reply: worded as a live one
+                raise dialect.status_error(StatusReply(status, data), self.wording)
+            return dialect.parse(data)
 
         return await policy.run(attempt, self.translate, on_retry=on_retry)
 
@@ -706,9 +696,9 @@ __all__ = [
     "Conversation",
     "Dialect",
     "Exchange",
-    "Exchanged",
     "Reply",
     "Side",
+    "StatusReply",
     "Structured",
     "StructuredRequest",
     "ToolCall",

@@ -46,10 +46,10 @@ from ..tools import ToolOutcome, ToolSet
 from ..types import TokenUsage
 from .chat import (
     Conversation,
-    Exchanged,
     Reply,
     SdkErrors,
     Side,
+    StatusReply,
     Structured,
     StructuredRequest,
     ToolCall,
@@ -196,7 +196,7 @@ def _too_long(kind: str | None, message: str, status: int) -> bool:
     )
 
 
-def status_error(reply: Exchanged, wording: Wording, fallback: str | None = None) -> BackendError:
+def status_error(reply: StatusReply, wording: Wording, fallback: str | None = None) -> BackendError:
     """An error status (its body ``{"error": {"message", "type", "code"}}``, or that object)."""
     status, body = reply.status, reply.data
     error = body.get("error", body) if isinstance(body, Mapping) else body
@@ -314,19 +314,23 @@ def final_entry(reply: Reply) -> dict[str, Any] | None:
 
 
 def structured_body(request: StructuredRequest) -> dict[str, Any]:
-    return {
+    body: dict[str, Any] = {
         "model": request.model,
         "messages": [
             {"role": "system", "content": request.system},
             {"role": "user", "content": request.prompt},
         ],
-        "temperature": request.temperature,
-        "max_completion_tokens": request.max_tokens,
-        "response_format": {
-            "type": "json_schema",
-            "json_schema": {"name": request.name, "strict": True, "schema": request.schema},
-        },
     }
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.seed is not None:
+        body["seed"] = request.seed
+    body["max_completion_tokens"] = request.max_tokens
+    body["response_format"] = {
+        "type": "json_schema",
+        "json_schema": {"name": request.name, "strict": True, "schema": request.schema},
+    }
+    return body
 
 
 def structured_result(reply: Reply, request: StructuredRequest) -> Structured:

@@ -47,9 +47,9 @@ from ..tools import ToolOutcome, ToolSet
 from ..types import TokenUsage
 from .chat import (
     Conversation,
-    Exchanged,
     Reply,
     SdkErrors,
+    StatusReply,
     Structured,
     StructuredRequest,
     ToolCall,
@@ -173,7 +173,7 @@ def _too_long(message: str) -> bool:
     )
 
 
-def status_error(reply: Exchanged, wording: Wording, fallback: str | None = None) -> BackendError:
+def status_error(reply: StatusReply, wording: Wording, fallback: str | None = None) -> BackendError:
     """An error status of the Messages API (its body ``{"error": {"type", "message"}}``)."""
     status, body = reply.status, reply.data
     error = body.get("error") if isinstance(body, Mapping) else None
@@ -263,7 +263,7 @@ def refused_calls(calls: Sequence[ToolCall], tools: ToolSet) -> list[str]:
 
 
 def structured_body(request: StructuredRequest) -> dict[str, Any]:
-    return {
+    body = {
         "model": request.model,
         "max_tokens": request.max_tokens,
         "system": request.system,
@@ -276,9 +276,11 @@ def structured_body(request: StructuredRequest) -> dict[str, Any]:
             }
         ],
         "tool_choice": {"type": "tool", "name": request.name},
-        # anthropic>=1 has no temperature keyword; the API takes it (see MessagesRequests)
-        "temperature": request.temperature,
     }
+    if request.temperature is not None:
+        # anthropic>=1 has no temperature keyword; the API takes it (see MessagesRequests)
+        body["temperature"] = request.temperature
+    return body  # the Messages API takes no seed
 
 
 def structured_result(reply: Reply, request: StructuredRequest) -> Structured:

@@ -19,8 +19,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ...backends.chat import quote as excerpt
+from ...backends.chat import quote
 from ...errors import VerdictProblem
+
+excerpt = quote
+"""A short, single-line ``repr`` of a reply's text or object (the chat core's)."""
 
 TOOL_NAME = "record_verdict"
 
