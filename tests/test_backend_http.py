@@ -17,7 +17,7 @@ from multiturn_eval.errors import BackendError, FatalBackendError, TransientErro
 from multiturn_eval.loader import load_suite
 from multiturn_eval.settings import RunSettings
 from multiturn_eval.types import TurnFile, TurnReply
-from tests.backend_harness import Clock, converse
+from tests.backend_harness import Clock, converse, error, reply
 from tests.conftest import Project
 from tests.fakes.http_agent import (
     AgentReply,
@@ -82,16 +82,6 @@ test_cases:
 def harness(tmp_path: Path, agent: FakeHttpAgent, monkeypatch: pytest.MonkeyPatch) -> Harness:
     monkeypatch.chdir(tmp_path)
     return Harness(tmp_path, agent)
-
-
-def reply(value: TurnReply | BackendError) -> TurnReply:
-    assert isinstance(value, TurnReply), value
-    return value
-
-
-def error(value: TurnReply | BackendError) -> BackendError:
-    assert isinstance(value, BackendError), value
-    return value
 
 
 # ------------------------------------------------------------------------- requests

@@ -1,123 +1,44 @@
-"""The openai backend, driven through the real ``openai`` client against a fake Chat Completions API."""
+"""The openai backend, driven through the real ``openai`` client against a fake Chat Completions API.
+
+What every chat backend does alike (the tool loop, the history, retries, errors, usage and
+cost, the CLI run) is tested once for all in ``tests/test_chat_backends.py``; here is what
+only this backend does.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from multiturn_eval.backends.openai import OpenAIBackend
-from multiturn_eval.case_runner import case_context
-from multiturn_eval.errors import BackendError, ConfigError, FatalBackendError, TransientError
-from multiturn_eval.loader import load_suite
-from multiturn_eval.settings import RunSettings
-from multiturn_eval.types import TurnFile, TurnReply
+from multiturn_eval.backends.chat import Conversation
+from multiturn_eval.errors import ConfigError, FatalBackendError, TransientError
+from multiturn_eval.types import TurnFile
 from tests import tool_funcs
-from tests.backend_harness import Clock, converse
+from tests.backend_harness import PNG, Harness, error, reply
+from tests.chat_flavors import OpenAIFlavor, cli_suite, fixtures
 from tests.conftest import Project
 from tests.fakes.openai_server import (
     API_KEY,
     Completion,
-    Drop,
     ErrorReply,
     FakeOpenAI,
     Malformed,
     Request,
     Response,
-    Slow,
     ToolCall,
     Usage,
     calls,
-    context_too_long,
-    rate_limited,
-    server_error,
     text,
 )
 
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-)
-
-AGENT = """\
-agent:
-  backend: openai
-  model: gpt-5.4-mini
-  instructions: You are a careful analyst.
-  temperature: 0
-  max_tokens: 512
-  tools:
-    - function: tests.tool_funcs:subtract
-    - function: tests.tool_funcs:divide
-    - function: tests.tool_funcs:lookup
-"""
-
-CASES = """\
-test_cases:
-  - name: analyst
-    instructions: Document about ACME.
-    context: {table: {revenue: 206588, cost: 181001}}
-    turns:
-      - input: what is the revenue?
-      - input: and the difference?
-"""
+AGENT = OpenAIFlavor.agent
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
-class Harness:
-    def __init__(self, tmp_path: Path, fake: FakeOpenAI) -> None:
-        self.tmp_path = tmp_path
-        self.fake = fake
-        self.clock = Clock()
-        self.env = {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": fake.base_url}
-
-    def backend(
-        self,
-        agent: str = AGENT,
-        cases: str = CASES,
-        *,
-        turn_timeout: float = 10,
-        env: dict[str, str] | None = None,
-    ) -> OpenAIBackend:
-        path = self.tmp_path / "suite.yaml"
-        path.write_text(agent + cases)
-        self.loaded = load_suite(path, env={})
-        settings = RunSettings(parallel_test_cases=2, turn_timeout=turn_timeout)
-        return OpenAIBackend(
-            self.loaded, settings, env=self.env if env is None else env, sleep=self.clock.sleep
-        )
-
-    def converse(
-        self, backend: OpenAIBackend, *messages: str | tuple[str, list[TurnFile]]
-    ) -> list[TurnReply | BackendError]:
-        return converse(backend, self.loaded, messages)
-
-
-@pytest.fixture
-def harness(tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Harness:
-    monkeypatch.chdir(tmp_path)
-    tool_funcs.reset()
-    return Harness(tmp_path, fake)
-
-
-def reply(value: TurnReply | BackendError) -> TurnReply:
-    assert isinstance(value, TurnReply), value
-    return value
-
-
-def error(value: TurnReply | BackendError) -> BackendError:
-    assert isinstance(value, BackendError), value
-    return value
+fake, harness = fixtures(OpenAIFlavor())
 
 
 def roles(request: Request) -> list[str]:
@@ -125,53 +46,6 @@ def roles(request: Request) -> list[str]:
 
 
 # --------------------------------------------------------------------- tool loop
-
-
-def test_parallel_tool_calls_run_in_order_and_are_all_answered(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(
-        calls(
-            ToolCall("lookup", {"key": "revenue"}),
-            ToolCall("lookup", {"key": "cost"}),
-            content="Let me look both up.",
-            usage=Usage(500, 30, cached_tokens=400),
-        ),
-        calls(ToolCall("subtract", {"a": 206588, "b": "181001"}), usage=Usage(550, 20, 400)),
-        text("The difference is 25587.", Usage(600, 10, 400)),
-    )
-    result = reply(harness.converse(harness.backend(), "what is the difference?")[0])
-
-    assert result.response == "The difference is 25587."
-    assert [(i.name, i.args, i.result, i.error) for i in result.tool_invocations] == [
-        ("lookup", {"key": "revenue"}, "206588", None),
-        ("lookup", {"key": "cost"}, "181001", None),
-        ("subtract", {"a": 206588, "b": "181001"}, 25587.0, None),
-    ]
-    assert [(name, args) for name, args, _thread in tool_funcs.CALLS] == [
-        ("lookup", {"key": "revenue"}),
-        ("lookup", {"key": "cost"}),
-        ("subtract", {"a": 206588.0, "b": 181001.0}),
-    ]
-    # usage summed over the three requests; cached input moved out of prompt_tokens
-    usage = result.token_usage
-    assert usage is not None
-    assert (usage.prompt_tokens, usage.completion_tokens) == (1650 - 1200, 60)
-    assert (usage.cache_creation_tokens, usage.cache_read_tokens) == (0, 1200)
-    assert usage.total_tokens == 1650 + 60
-    assert usage.reasoning_tokens is None
-    # gpt-5.4-mini: $0.75 input, $0.075 cached input, $4.50 output per MTok
-    assert result.cost_usd == pytest.approx((450 * 0.75 + 1200 * 0.075 + 60 * 4.50) / 1e6)
-
-    second = fake.chat_requests()[1].body["messages"]
-    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool"]
-    assistant = second[2]
-    assert assistant["content"] == "Let me look both up."
-    ids = [c["id"] for c in assistant["tool_calls"]]
-    assert [(m["tool_call_id"], m["content"]) for m in second[3:]] == [
-        (ids[0], "206588"),
-        (ids[1], "181001"),
-    ]
 
 
 def test_request_carries_system_tools_and_agent_settings(
@@ -203,95 +77,6 @@ def test_unset_sampling_settings_are_not_sent(harness: Harness, fake: FakeOpenAI
     harness.converse(harness.backend(agent), "hello")
     body = fake.chat_requests()[0].body
     assert not {"temperature", "max_tokens", "max_completion_tokens"} & set(body)
-
-
-def test_history_is_kept_across_turns_and_sessions_are_separate(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(calls(ToolCall("lookup", {"key": "revenue"})), text("206588"), text("25587"))
-    results = harness.converse(harness.backend(), "what is the revenue?", "and the difference?")
-    assert [reply(r).response for r in results] == ["206588", "25587"]
-    assert reply(results[1]).tool_invocations == ()  # only calls of that turn
-    third = fake.chat_requests()[2].body["messages"]
-    assert [m["role"] for m in third] == [
-        "system",
-        "user",
-        "assistant",
-        "tool",
-        "assistant",
-        "user",
-    ]
-    assert third[4] == {"role": "assistant", "content": "206588"}
-    assert third[5] == {"role": "user", "content": "and the difference?"}
-
-    fake.responder = lambda request: text(f"seen {len(request.body['messages'])}")
-    backend = harness.backend()
-
-    async def run() -> list[str]:
-        a = await backend.open_session(case_context(harness.loaded, 0))
-        b = await backend.open_session(case_context(harness.loaded, 0))
-        out = [(await a.send("1")).response, (await a.send("2")).response]
-        out.append((await b.send("1")).response)
-        await backend.aclose()
-        return out
-
-    assert asyncio.run(run()) == ["seen 2", "seen 4", "seen 2"]
-
-
-def test_tool_errors_are_reported_to_the_model_and_recorded(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(
-        calls(ToolCall("divide", {"a": 1, "b": 0}), ToolCall("subtract", {"a": "lots"})),
-        text("I could not compute it."),
-    )
-    result = reply(harness.converse(harness.backend(), "divide")[0])
-    errors = [i.error for i in result.tool_invocations]
-    assert errors[0] == "ZeroDivisionError: float division by zero"
-    assert errors[1] is not None and errors[1].startswith("ToolArgumentError: argument 'a'")
-    answered = fake.chat_requests()[1].body["messages"][-2:]
-    assert [m["role"] for m in answered] == ["tool", "tool"]
-    assert answered[0]["content"] == "Error: ZeroDivisionError: float division by zero"
-    assert answered[1]["content"].startswith("Error: ToolArgumentError: argument 'a'")
-
-
-def test_after_max_tool_rounds_the_final_reply_is_asked_without_tools(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(
-        calls(ToolCall("lookup", {"key": "revenue"})),
-        calls(ToolCall("lookup", {"key": "cost"})),
-        text("25587"),
-    )
-    result = reply(harness.converse(harness.backend(AGENT + "  max_tool_rounds: 2\n"), "loop")[0])
-    assert result.response == "25587"
-    assert [i.args["key"] for i in result.tool_invocations] == ["revenue", "cost"]
-    assert result.warnings == (
-        "reached max_tool_rounds = 2: asked for the final reply without tools",
-    )
-    assert [b.body.get("tool_choice") for b in fake.chat_requests()] == [None, None, "none"]
-
-
-def test_still_calling_tools_without_tools_is_a_turn_error_and_history_stays_valid(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(
-        calls(ToolCall("lookup", {"key": "revenue"})),
-        calls(ToolCall("lookup", {"key": "cost"})),
-        calls(ToolCall("lookup", {"key": "revenue"})),  # ignores tool_choice: none
-        text("fresh start"),
-    )
-    first, second = harness.converse(
-        harness.backend(AGENT + "  max_tool_rounds: 2\n"), "loop", "next"
-    )
-    assert str(error(first)) == (
-        "the model was still calling tools (lookup) after max_tool_rounds = 2 rounds, even when "
-        "asked without tools; calls made this turn: lookup, lookup"
-    )
-    assert reply(second).response == "fresh start"
-    last = fake.chat_requests()[-1]
-    assert roles(last) == ["system", "user"]
-    assert last.body["messages"][1]["content"] == "next"
 
 
 @pytest.mark.parametrize(
@@ -383,38 +168,6 @@ def test_extra_body_is_merged_into_every_request(harness: Harness, fake: FakeOpe
 # ---------------------------------------------------------------- stop reasons
 
 
-def test_length_keeps_the_text_with_a_warning(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(Completion(content="The answer is 2558", finish_reason="length"), text("ok"))
-    first, _ = harness.converse(harness.backend(), "long", "again")
-    assert reply(first).response == "The answer is 2558"
-    assert reply(first).warnings == (
-        "the reply was cut off (finish_reason: length, max_tokens = 512)",
-    )
-
-
-@pytest.mark.parametrize(
-    ("completion", "message"),
-    [
-        (
-            Completion(refusal="I can't help with that."),
-            "the model refused to answer: I can't help with that.",
-        ),
-        (
-            Completion(content="", finish_reason="content_filter"),
-            "the service's content filter stopped the reply (finish_reason: content_filter)",
-        ),
-    ],
-)
-def test_refusals_are_turn_errors(
-    harness: Harness, fake: FakeOpenAI, completion: Completion, message: str
-) -> None:
-    fake.script(completion, text("ok"))
-    first, second = harness.converse(harness.backend(), "bad", "fine")
-    assert str(error(first)) == message
-    assert reply(second).response == "ok"
-    assert roles(fake.chat_requests()[-1]) == ["system", "user"]
-
-
 # ------------------------------------------------------------------------ usage
 
 
@@ -455,16 +208,6 @@ def test_reasoning_tokens_are_summed_over_the_loop(harness: Harness, fake: FakeO
     usage = reply(harness.converse(harness.backend(), "hi")[0]).token_usage
     assert usage is not None and usage.reasoning_tokens == 56
     assert usage.completion_tokens == 80
-
-
-def test_unknown_price_gives_no_cost_and_suite_pricing_overrides(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(text("a", Usage(1_000_000, 0)), text("b", Usage(1_000_000, 0)))
-    unknown = AGENT.replace("gpt-5.4-mini", "llama3.1:8b")
-    assert reply(harness.converse(harness.backend(unknown), "x")[0]).cost_usd is None
-    priced = harness.backend(unknown, "pricing:\n  llama3.1:8b: {input: 2, output: 4}\n" + CASES)
-    assert reply(harness.converse(priced, "x")[0]).cost_usd == pytest.approx(2)
 
 
 # ------------------------------------------------------------------------- files
@@ -538,19 +281,6 @@ def test_files_other_than_images_are_located_config_errors(
 # ------------------------------------------------------------------ configuration
 
 
-def test_key_and_base_url_from_the_suite_win_over_the_environment(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(text("hi"))
-    agent = AGENT + f"  api_key: {API_KEY}\n  base_url: {fake.base_url}\n"
-    backend = harness.backend(
-        agent, env={"OPENAI_API_KEY": "sk-wrong", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
-    )
-    assert reply(harness.converse(backend, "hello")[0]).response == "hi"
-    assert API_KEY in backend.secrets
-    assert API_KEY not in harness.loaded.secrets
-
-
 def test_a_custom_server_needs_no_key(harness: Harness, tmp_path: Path) -> None:
     with FakeOpenAI(api_key=None) as keyless:
         keyless.script(text("hi from ollama"))
@@ -560,19 +290,10 @@ def test_a_custom_server_needs_no_key(harness: Harness, tmp_path: Path) -> None:
         assert keyless.requests[0].headers["authorization"] == "Bearer not-needed"
 
 
-def test_openai_itself_needs_a_key(harness: Harness) -> None:
-    with pytest.raises(ConfigError) as info:
-        harness.backend(env={})
-    assert str(info.value) == (
-        "suite.yaml:2 agent.api_key: no API key for the openai backend: set OPENAI_API_KEY (or "
-        "agent.api_key: ${SOME_VAR}); a server at a custom base_url may need none"
-    )
-
-
 def test_openai_itself_gets_max_completion_tokens(harness: Harness) -> None:
     backend = harness.backend(env={"OPENAI_API_KEY": API_KEY})
     assert backend.base_url == "https://api.openai.com/v1"
-    body = backend.body([], 0, False)
+    body = backend.requests.body(Conversation([]), 0, False)
     assert body["max_completion_tokens"] == 512 and "max_tokens" not in body
 
 
@@ -678,94 +399,9 @@ def test_invalid_openai_keys_are_located_at_load(
 # ------------------------------------------------------------- retries and errors
 
 
-def test_429_waits_for_retry_after_then_succeeds(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(rate_limited(retry_after="7"), rate_limited(retry_after="1.5"), text("ok"))
-    result = reply(harness.converse(harness.backend(), "hi")[0])
-    assert result.response == "ok"
-    assert harness.clock.waits == [7.0, 1.5]
-    assert len(fake.chat_requests()) == 3
-    assert result.warnings[0] == (
-        "attempt 1 failed (OpenAI API error 429 rate_limit_exceeded: Rate limit reached for "
-        "requests); retried after 7.00 s"
-    )
-
-
-def test_retry_after_beyond_the_cap_is_not_waited_for(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(rate_limited(retry_after="3600"), text("never"))
-    failure = error(harness.converse(harness.backend(), "hi")[0])
-    assert isinstance(failure, TransientError)
-    assert "asked to retry after 3600 s, longer than retry.max_retry_after = 60 s" in str(failure)
-    assert harness.clock.waits == []
-    assert len(fake.chat_requests()) == 1
-
-
-@pytest.mark.parametrize(
-    "failure",
-    [
-        server_error(500),
-        server_error(502),
-        server_error(503),
-        ErrorReply(408, "timeout", "timeout"),
-        ErrorReply(409, "conflict", "conflict"),
-        rate_limited(retry_after=None),
-        Drop(),
-    ],
-)
-def test_transient_failures_are_retried(harness: Harness, fake: FakeOpenAI, failure: Any) -> None:
-    fake.script(failure, text("ok"))
-    result = reply(harness.converse(harness.backend(), "hi")[0])
-    assert result.response == "ok"
-    assert len(harness.clock.waits) == 1
-    assert 0 <= harness.clock.waits[0] <= 1.0  # full jitter of initial_delay (1 s)
-
-
-def test_retries_are_capped(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(*[server_error(503)] * 3, text("never"))
-    failure = error(
-        harness.converse(harness.backend(AGENT + "  retry: {max_attempts: 3}\n"), "hi")[0]
-    )
-    assert isinstance(failure, TransientError)
-    assert str(failure) == (
-        "OpenAI API error 503 server_error: The server had an error while processing your "
-        "request. (gave up after 3 attempts)"
-    )
-    assert len(fake.chat_requests()) == 3
-    assert fake.pending == 1
-
-
-@pytest.mark.parametrize("status", [401, 403])
-def test_401_and_403_are_fatal(harness: Harness, fake: FakeOpenAI, status: int) -> None:
-    fake.script(
-        ErrorReply(status, "Incorrect API key provided", "invalid_request_error", "invalid_api_key")
-    )
-    failure = error(harness.converse(harness.backend(), "hi")[0])
-    assert isinstance(failure, FatalBackendError)
-    assert not failure.session_alive
-    assert str(failure) == (
-        f"the OpenAI API refused the credentials ({status} invalid_api_key: Incorrect API key "
-        "provided); check OPENAI_API_KEY or agent.api_key"
-    )
-    assert harness.clock.waits == []
-
-
-def test_a_wrong_key_gets_the_servers_401(harness: Harness, fake: FakeOpenAI) -> None:
-    backend = harness.backend(
-        env={"OPENAI_API_KEY": "sk-revoked", "OPENAI_BASE_URL": fake.base_url}
-    )
-    failure = error(harness.converse(backend, "hi")[0])
-    assert isinstance(failure, FatalBackendError)
-    assert "401 invalid_api_key" in str(failure)
-
-
 @pytest.mark.parametrize(
     ("failure", "message"),
     [
-        (
-            context_too_long(),
-            "the conversation no longer fits the model's context window (400 "
-            "context_length_exceeded: This model's maximum context length is 128000 tokens. "
-            "However, your messages resulted in 130000 tokens.)",
-        ),
         (
             ErrorReply(400, "Unsupported parameter: 'temperature'", "invalid_request_error"),
             "OpenAI API error 400 invalid_request_error: Unsupported parameter: 'temperature'",
@@ -846,88 +482,9 @@ def test_replies_that_are_not_chat_completions_fail_the_turn_not_retried(
     assert harness.clock.waits == []
 
 
-def test_a_reply_slower_than_the_turn_fails_it_without_a_retry(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(Slow(30, text("too late")), text("ok"))
-    first, second = harness.converse(harness.backend(turn_timeout=0.5), "hi", "again")
-    assert str(error(first)) == (
-        f"the request to the OpenAI API at {fake.base_url} timed out "
-        "(not retried: the turn's 0.5 s turn_timeout is used up)"
-    )
-    assert reply(second).response == "ok"
-
-
 # ------------------------------------------------------------------ through the CLI
 
-SUITE = """\
-agent:
-  backend: openai
-  model: gpt-5-mini
-  instructions: Answer with numbers.
-  tools:
-    - function: tests.tool_funcs:lookup
-    - function: tests.tool_funcs:subtract
-evaluations:
-  - {type: standard, metric: numeric, absolute_tolerance: 0.5}
-test_cases:
-  - name: revenue
-    context: {table: {revenue: 206588, cost: 181001}}
-    turns:
-      - input: what is the revenue?
-        ground_truth: "206588"
-        expected_tools:
-          - {name: lookup, args: {key: revenue}}
-      - input: and minus the cost?
-        ground_truth: "25587"
-        expected_tools:
-          - {name: subtract, args: {a: 206588, b: {fuzzy: "181,001"}}}
-"""
-
-
-def scripted_analyst(request: Request) -> Any:
-    last = request.body["messages"][-1]
-    if last["role"] == "tool":
-        return text(f"It is {last['content']}.", Usage(60, 8))
-    if "revenue" in last["content"]:
-        return calls(ToolCall("lookup", {"key": "revenue"}), usage=Usage(50, 10))
-    return calls(ToolCall("subtract", {"a": 206588, "b": 181001}), usage=Usage(55, 12))
-
-
-def test_cli_run_passes_against_the_fake(project: Project, fake: FakeOpenAI) -> None:
-    fake.responder = scripted_analyst
-    project.env.update({"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": fake.base_url})
-    project.write("suite.yaml", SUITE)
-    result = project.run("run", "suite.yaml")
-    assert result.code == 0, result.out + result.err
-    case = result.report["results"][0]
-    assert case["backend"] == "openai"
-    assert [t["passed"] for t in case["turns"]] == [True, True]
-    assert case["turns"][0]["token_usage"] == {
-        "prompt_tokens": 110,
-        "completion_tokens": 18,
-        "total_tokens": 128,
-        "cache_creation_tokens": 0,
-        "cache_read_tokens": 0,
-    }
-    # gpt-5-mini: $0.25 input, $2.00 output per million tokens
-    assert case["cost_usd"] == pytest.approx((225 * 0.25 + 38 * 2.00) / 1e6)
-    assert API_KEY not in json.dumps(result.report)
-
-
-def test_cli_401_stops_the_run_with_exit_3(project: Project, fake: FakeOpenAI) -> None:
-    project.env.update({"OPENAI_API_KEY": "sk-revoked-key-000", "OPENAI_BASE_URL": fake.base_url})
-    cases = "".join(f"  - {{name: case{i}, input: hi}}\n" for i in range(6))
-    project.write("suite.yaml", SUITE.split("test_cases:")[0] + "test_cases:\n" + cases)
-    result = project.run("run", "suite.yaml", "-p", "1")
-    assert result.code == 3, result.out + result.err
-    assert len(fake.requests) == 1  # the first 401 stopped the run
-    assert (
-        "the OpenAI API refused the credentials (401 invalid_api_key: Incorrect API key provided)"
-        in (result.report["run"]["stop_reason"])
-    )
-    assert "Traceback" not in result.err
-    assert "sk-revoked-key-000" not in result.out + result.err + json.dumps(result.report)
+SUITE = cli_suite(OpenAIFlavor())
 
 
 def test_cli_unsupported_file_is_exit_2_before_any_request(

@@ -4,6 +4,10 @@ Semantic Kernel's ``ChatCompletionAgent`` runs on the real ``openai`` client
 (and, for ``service: anthropic``, the real ``anthropic`` client) against the
 fake servers of :mod:`tests.fakes`; nothing of Semantic Kernel or the SDKs is
 mocked.
+
+What every chat backend does alike (the tool loop, the history, retries, errors, usage and
+cost, the CLI run) is tested once for all in ``tests/test_chat_backends.py``; here is what
+only this backend does.
 """
 
 from __future__ import annotations
@@ -20,118 +24,30 @@ from typing import Any
 
 import pytest
 
-from multiturn_eval.backends.semantic_kernel import SemanticKernelBackend
 from multiturn_eval.case_runner import case_context
 from multiturn_eval.errors import BackendError, ConfigError, FatalBackendError, TransientError
-from multiturn_eval.loader import load_suite
-from multiturn_eval.settings import RunSettings
 from multiturn_eval.types import TurnFile, TurnReply
 from tests import tool_funcs
-from tests.backend_harness import Clock, converse
+from tests.backend_harness import CASES, PNG, Harness, error, reply
+from tests.chat_flavors import SemanticKernelFlavor, fixtures
 from tests.conftest import Project
 from tests.fakes import anthropic_server as fa
 from tests.fakes.openai_server import (
     API_KEY,
-    Drop,
-    ErrorReply,
     FakeOpenAI,
-    Malformed,
     Request,
     Slow,
     ToolCall,
     Usage,
     calls,
-    context_too_long,
-    rate_limited,
-    server_error,
     text,
     tool_then_answer,
-    unauthorized,
 )
 
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-)
-
-AGENT = """\
-agent:
-  backend: semantic-kernel
-  service: openai
-  model: gpt-4o-mini
-  instructions: You are a careful analyst.
-  temperature: 0
-  tools:
-    - function: tests.tool_funcs:subtract
-    - function: tests.tool_funcs:divide
-    - function: tests.tool_funcs:lookup
-"""
-
-CASES = """\
-test_cases:
-  - name: analyst
-    instructions: Document about ACME.
-    context: {table: {revenue: 206588, cost: 181001}}
-    turns:
-      - input: what is the revenue?
-      - input: and the difference?
-"""
+AGENT = SemanticKernelFlavor.agent.replace("  max_tokens: 512\n", "")
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
-class Harness:
-    """Builds the backend from a suite file and talks to it as the engine does."""
-
-    def __init__(self, tmp_path: Path, fake: FakeOpenAI) -> None:
-        self.tmp_path = tmp_path
-        self.fake = fake
-        self.clock = Clock()
-        self.env = {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": fake.base_url}
-
-    def backend(
-        self,
-        agent: str = AGENT,
-        cases: str = CASES,
-        *,
-        turn_timeout: float = 10,
-        env: dict[str, str] | None = None,
-        parallel: int = 2,
-    ) -> SemanticKernelBackend:
-        path = self.tmp_path / "suite.yaml"
-        path.write_text(agent + cases)
-        self.loaded = load_suite(path, env={})
-        settings = RunSettings(parallel_test_cases=parallel, turn_timeout=turn_timeout)
-        return SemanticKernelBackend(
-            self.loaded, settings, env=self.env if env is None else env, sleep=self.clock.sleep
-        )
-
-    def converse(
-        self, backend: SemanticKernelBackend, *messages: str | tuple[str, list[TurnFile]]
-    ) -> list[TurnReply | BackendError]:
-        """Send the messages as turns of one session (case 0); errors are values, as in the engine."""
-
-        return converse(backend, self.loaded, messages)
-
-
-@pytest.fixture
-def harness(tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Harness:
-    monkeypatch.chdir(tmp_path)
-    tool_funcs.reset()
-    return Harness(tmp_path, fake)
-
-
-def reply(value: TurnReply | BackendError) -> TurnReply:
-    assert isinstance(value, TurnReply), value
-    return value
-
-
-def error(value: TurnReply | BackendError) -> BackendError:
-    assert isinstance(value, BackendError), value
-    return value
+fake, harness = fixtures(SemanticKernelFlavor(), AGENT)
 
 
 def roles(request: Request) -> list[str]:
@@ -139,52 +55,6 @@ def roles(request: Request) -> list[str]:
 
 
 # ---------------------------------------------------------------- automatic calling
-
-
-def test_several_tool_calls_in_one_response_are_all_recorded_in_call_order(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(
-        calls(
-            ToolCall("tools-lookup", {"key": "revenue"}),
-            ToolCall("tools-lookup", {"key": "cost"}),
-            usage=Usage(100, 30, cached_tokens=60),
-        ),
-        calls(ToolCall("tools-subtract", {"a": 206588, "b": "181001"}), usage=Usage(150, 20, 60)),
-        text("The difference is 25587.", Usage(200, 10, 60)),
-    )
-    result = reply(harness.converse(harness.backend(), "what is the difference?")[0])
-
-    assert result.response == "The difference is 25587."
-    # parsed arguments as the model sent them, results as the tools returned them
-    assert [(i.name, i.args, i.result, i.error) for i in result.tool_invocations] == [
-        ("lookup", {"key": "revenue"}, "206588", None),
-        ("lookup", {"key": "cost"}, "181001", None),
-        ("subtract", {"a": 206588, "b": "181001"}, 25587.0, None),
-    ]
-    assert all(i.duration_ms is not None for i in result.tool_invocations)
-    # the tools really ran, with validated and coerced arguments ("181001" -> 181001.0)
-    assert [(name, args) for name, args, _ in tool_funcs.CALLS] == [
-        ("lookup", {"key": "revenue"}),
-        ("lookup", {"key": "cost"}),
-        ("subtract", {"a": 206588.0, "b": 181001.0}),
-    ]
-    # usage summed over the three model calls; OpenAI's cached tokens are part of prompt_tokens
-    usage = result.token_usage
-    assert usage is not None
-    assert (usage.prompt_tokens, usage.cache_read_tokens) == (450 - 180, 180)
-    assert (usage.completion_tokens, usage.cache_creation_tokens) == (60, 0)
-    assert usage.total_tokens == 450 + 60
-    # gpt-4o-mini from the price table: $0.15 input, $0.075 cached input, $0.60 output
-    assert result.cost_usd == pytest.approx((270 * 0.15 + 180 * 0.075 + 60 * 0.60) / 1e6)
-
-    requests = fake.chat_requests()
-    assert len(requests) == 3
-    second = requests[1].body["messages"]
-    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool"]
-    call_ids = [c["id"] for c in second[2]["tool_calls"]]
-    answers = {m["tool_call_id"]: m["content"] for m in second[3:]}
-    assert answers == {call_ids[0]: "206588", call_ids[1]: "181001"}
 
 
 def test_request_carries_instructions_tools_and_settings(
@@ -236,44 +106,6 @@ def test_instructions_are_sent_verbatim_not_as_a_template(
     harness.converse(harness.backend(agent), "hello")
     system = fake.chat_requests()[0].body["messages"][0]
     assert system["content"].startswith("Reply as JSON like {{$answer}} or {{time.now}}.")
-
-
-def test_history_is_kept_across_turns_and_calls_belong_to_their_turn(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(
-        calls(ToolCall("tools-lookup", {"key": "revenue"})),
-        text("206588"),
-        text("25587"),
-    )
-    first, second = harness.converse(harness.backend(), "what is the revenue?", "the difference?")
-    assert [reply(first).response, reply(second).response] == ["206588", "25587"]
-    assert [i.name for i in reply(first).tool_invocations] == ["lookup"]
-    assert reply(second).tool_invocations == []
-    third = fake.chat_requests()[2]
-    assert roles(third) == ["system", "user", "assistant", "tool", "assistant", "user"]
-    assert third.body["messages"][4]["content"] == "206588"
-    assert third.body["messages"][5]["content"] == "the difference?"
-
-
-def test_sessions_do_not_share_history(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.responder = lambda request: text(f"seen {len(request.body['messages'])}")
-    backend = harness.backend()
-
-    async def run() -> list[str]:
-        a = await backend.open_session(case_context(harness.loaded, 0))
-        b = await backend.open_session(case_context(harness.loaded, 0))
-        out = [
-            (await a.send("1")).response,
-            (await a.send("2")).response,
-            (await b.send("1")).response,
-        ]
-        await a.close()
-        await b.close()
-        await backend.aclose()
-        return out
-
-    assert asyncio.run(run()) == ["seen 2", "seen 4", "seen 2"]
 
 
 def test_tool_errors_are_recorded_and_answered_to_the_model(
@@ -380,183 +212,10 @@ def test_case_context_values_reach_the_tool(harness: Harness, fake: FakeOpenAI) 
 # ------------------------------------------------------------------ max_tool_rounds
 
 
-def test_max_tool_rounds_asks_for_the_final_reply_without_tools(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(
-        calls(ToolCall("tools-lookup", {"key": "revenue"})),
-        calls(ToolCall("tools-lookup", {"key": "cost"})),
-        text("Here is what I found."),
-    )
-    agent = AGENT + "  max_tool_rounds: 2\n"
-    result = reply(harness.converse(harness.backend(agent), "go")[0])
-    assert result.response == "Here is what I found."
-    assert [i.args["key"] for i in result.tool_invocations] == ["revenue", "cost"]
-    assert list(result.warnings) == [
-        "reached max_tool_rounds = 2: asked for the final reply without tools"
-    ]
-    last = fake.chat_requests()[-1].body
-    assert "tools" not in last and "tool_choice" not in last
-
-
-def test_a_model_calling_tools_past_max_tool_rounds_fails_the_turn_not_the_session(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(
-        calls(ToolCall("tools-lookup", {"key": "revenue"})),
-        calls(ToolCall("tools-lookup", {"key": "cost"})),  # even when asked without tools
-        text("next turn works"),
-    )
-    agent = AGENT + "  max_tool_rounds: 1\n"
-    first, second = harness.converse(harness.backend(agent), "go", "again")
-    assert str(error(first)) == (
-        "the model was still calling tools (lookup) after max_tool_rounds = 1 rounds, "
-        "even when asked without tools; calls made this turn: lookup"
-    )
-    assert reply(second).response == "next turn works"
-    # the failed turn left nothing behind: the next request is a valid conversation
-    assert roles(fake.chat_requests()[-1]) == ["system", "user"]
-    assert fake.chat_requests()[-1].body["messages"][1]["content"] == "again"
-
-
 # ------------------------------------------------------------------- stop reasons
 
 
-def test_a_reply_cut_off_at_max_tokens_keeps_its_text_with_a_warning(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(text("The answer is", finish_reason="length"))
-    agent = AGENT + "  max_tokens: 5\n"
-    result = reply(harness.converse(harness.backend(agent), "hi")[0])
-    assert result.response == "The answer is"
-    assert list(result.warnings) == [
-        "the reply was cut off (finish_reason: length, max_tokens = 5)"
-    ]
-
-
-def test_a_refusal_is_a_turn_error(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(text("", refusal="I can't help with that."), text("fine"))
-    first, second = harness.converse(harness.backend(), "bad", "good")
-    assert str(error(first)) == "the model refused to answer: I can't help with that."
-    assert reply(second).response == "fine"
-
-
-def test_a_content_filter_stop_is_a_turn_error(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(text("", finish_reason="content_filter"))
-    failure = error(harness.converse(harness.backend(), "bad")[0])
-    assert "content filter" in str(failure)
-
-
 # ------------------------------------------------------------- retries and errors
-
-
-def test_429_waits_for_retry_after_then_succeeds(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(rate_limited(retry_after="7"), rate_limited(retry_after="2"), text("ok"))
-    result = reply(harness.converse(harness.backend(), "hi")[0])
-    assert result.response == "ok"
-    assert harness.clock.waits == [7.0, 2.0]
-    assert len(fake.chat_requests()) == 3
-    assert result.warnings[0] == (
-        "attempt 1 failed (OpenAI API error 429 rate_limit_exceeded: Rate limit reached for "
-        "requests); retried after 7.00 s"
-    )
-
-
-@pytest.mark.parametrize(
-    "failure", [server_error(500), server_error(503), ErrorReply(529, "Overloaded"), Drop()]
-)
-def test_transient_failures_are_retried(harness: Harness, fake: FakeOpenAI, failure: Any) -> None:
-    fake.script(failure, text("ok"))
-    result = reply(harness.converse(harness.backend(), "hi")[0])
-    assert result.response == "ok"
-    assert len(harness.clock.waits) == 1
-    assert 0 <= harness.clock.waits[0] <= 1.0  # full jitter of initial_delay (1 s)
-
-
-def test_a_retry_in_the_middle_of_the_tool_loop_does_not_rerun_the_tools(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(
-        calls(ToolCall("tools-subtract", {"a": 5, "b": 3})),
-        server_error(502),
-        text("2"),
-    )
-    result = reply(harness.converse(harness.backend(), "5-3?")[0])
-    assert result.response == "2"
-    assert len(tool_funcs.CALLS) == 1
-    assert len(result.tool_invocations) == 1
-    assert len(fake.chat_requests()) == 3
-
-
-def test_retries_are_capped_and_the_next_turn_continues_cleanly(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    fake.script(*[server_error(500)] * 3, text("ok"))
-    agent = AGENT + "  retry: {max_attempts: 3}\n"
-    first, second = harness.converse(harness.backend(agent), "lost", "next")
-    failure = error(first)
-    assert isinstance(failure, TransientError)
-    assert str(failure) == (
-        "OpenAI API error 500 server_error: The server had an error while processing your "
-        "request. (gave up after 3 attempts)"
-    )
-    assert failure.status_code == 500
-    assert reply(second).response == "ok"
-    # the failed turn's message is not in the conversation the next turn continues
-    assert [m["content"] for m in fake.chat_requests()[-1].body["messages"][1:]] == ["next"]
-
-
-def test_retry_after_beyond_the_cap_is_not_waited_for(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(rate_limited(retry_after="3600"), text("never"))
-    failure = error(harness.converse(harness.backend(), "hi")[0])
-    assert "asked to retry after 3600 s, longer than retry.max_retry_after = 60 s" in str(failure)
-    assert harness.clock.waits == []
-    assert len(fake.chat_requests()) == 1
-
-
-def test_a_dropped_connection_names_the_endpoint(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(Drop(), text("late"))
-    agent = AGENT + "  retry: {max_attempts: 1}\n"
-    failure = error(harness.converse(harness.backend(agent), "hi")[0])
-    assert isinstance(failure, TransientError)
-    assert str(failure).startswith(f"cannot reach the OpenAI API at {fake.base_url}: ")
-
-
-def test_a_reply_slower_than_the_turn_fails_it_without_a_retry(
-    harness: Harness, fake: FakeOpenAI
-) -> None:
-    """turn_timeout bounds the turn, retries included: a request that used it up is not retried."""
-    fake.script(Slow(30, text("too late")), text("ok"))
-    first, second = harness.converse(harness.backend(turn_timeout=0.5), "hi", "again")
-    assert str(error(first)) == (
-        f"the request to the OpenAI API at {fake.base_url} timed out "
-        "(not retried: the turn's 0.5 s turn_timeout is used up)"
-    )
-    assert reply(second).response == "ok"  # the next turn is sent on the same session
-    assert harness.clock.waits == []
-
-
-def test_malformed_json_is_a_turn_error_not_retried(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(Malformed(), text("ok"))
-    first, second = harness.converse(harness.backend(), "hi", "again")
-    assert str(error(first)).startswith(
-        f"the OpenAI API at {fake.base_url} returned a reply that is not a Chat Completions "
-        "response ("
-    )
-    assert reply(second).response == "ok"
-    assert harness.clock.waits == []
-
-
-def test_context_too_long_is_a_turn_error(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(context_too_long(), text("ok"))
-    first, second = harness.converse(harness.backend(), "huge", "small")
-    failure = error(first)
-    assert not isinstance(failure, FatalBackendError | TransientError)
-    assert str(failure).startswith(
-        "the conversation no longer fits the model's context window (400 "
-        "context_length_exceeded: This model's maximum context length is 128000 tokens."
-    )
-    assert reply(second).response == "ok"
 
 
 def test_a_wrong_base_url_says_what_to_check(harness: Harness, fake: FakeOpenAI) -> None:
@@ -567,24 +226,6 @@ def test_a_wrong_base_url_says_what_to_check(harness: Harness, fake: FakeOpenAI)
         "OpenAI API error 404 invalid_request_error: Invalid URL (POST /chat/completions); "
         "check agent.model and agent.base_url (OpenAI-compatible servers usually serve under /v1)"
     )
-
-
-def test_401_is_fatal(harness: Harness, fake: FakeOpenAI) -> None:
-    fake.script(unauthorized())
-    failure = error(harness.converse(harness.backend(), "hi")[0])
-    assert isinstance(failure, FatalBackendError)
-    assert str(failure) == (
-        "the OpenAI API refused the credentials (401 invalid_api_key: Incorrect API key "
-        "provided); check agent.api_key or OPENAI_API_KEY"
-    )
-    assert harness.clock.waits == []
-
-
-def test_a_wrong_key_is_refused_by_the_server_and_fatal(harness: Harness, fake: FakeOpenAI) -> None:
-    env = {"OPENAI_API_KEY": "sk-wrong-key-000000", "OPENAI_BASE_URL": fake.base_url}
-    failure = error(harness.converse(harness.backend(env=env), "hi")[0])
-    assert isinstance(failure, FatalBackendError)
-    assert failure.status_code == 401
 
 
 # ------------------------------------------------------------------- configuration
@@ -598,15 +239,6 @@ def test_key_and_base_url_come_from_the_environment_and_the_key_is_a_secret(
     assert API_KEY in backend.secrets  # the backend says what it adds; the suite is left alone
     assert API_KEY not in harness.loaded.secrets
     assert reply(harness.converse(backend, "hi")[0]).response == "ok"
-
-
-def test_missing_api_key_is_a_config_error(harness: Harness) -> None:
-    with pytest.raises(ConfigError) as info:
-        harness.backend(env={})
-    [issue] = info.value.issues
-    assert issue.field == "agent.api_key"
-    assert issue.line == 3
-    assert "OPENAI_API_KEY" in issue.message
 
 
 def test_a_local_openai_compatible_server_needs_no_key(harness: Harness, fake: FakeOpenAI) -> None:
@@ -894,19 +526,6 @@ def test_cli_reads_key_and_base_url_from_the_environment_and_never_reports_the_k
     report = (result.report_dir / "report.json").read_text()
     assert "echo " in report
     assert API_KEY not in report + result.out + result.err
-
-
-def test_cli_401_stops_the_run_with_exit_3(project: Project, fake: FakeOpenAI) -> None:
-    fake.api_key = "sk-the-real-key-0000"
-    cases = "test_cases:\n" + "".join(f"  - name: c{i}\n    input: hi\n" for i in range(5))
-    write_suite(project, fake, cases)
-    result = project.run(
-        "run", "suite.yaml", env={"OPENAI_URL": fake.base_url, "MY_OPENAI_KEY": API_KEY}
-    )
-    assert result.code == 3, result.out + result.err
-    assert len(fake.requests) == 1  # the first refusal stopped the run
-    assert "refused the credentials (401" in result.out + result.err
-    assert result.report["run"]["complete"] is False
 
 
 def test_cli_turn_timeout_fails_the_turn_and_the_next_turn_is_sent(

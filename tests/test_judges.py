@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from multiturn_eval.grading.recorded import RECORDED_JUDGEMENTS, JudgeKey
 from multiturn_eval.results import MetricResult
 from multiturn_eval.run import RunOptions, run_suites
 from tests import docs_pages
+from tests.chat_flavors import AnthropicFlavor, judge_fixtures
 from tests.conftest import Project
 from tests.fakes.anthropic_server import (
     API_KEY,
@@ -39,25 +39,7 @@ from tests.fakes.anthropic_server import (
 HAIKU = "claude-haiku-4-5"
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture(params=["auto", "httpx"], ids=["aiohttp", "httpx"])
-def judged(
-    project: Project,
-    fake: FakeAnthropic,
-    request: pytest.FixtureRequest,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Project:
-    """The project, its judge on the fake; every test runs on both SDK transports."""
-    from multiturn_eval.grading.judges import clients
-
-    monkeypatch.setattr(clients, "TRANSPORT", request.param)
-    project.env.update({"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake.url})
-    return project
+fake, judged = judge_fixtures(AnthropicFlavor())
 
 
 def suite(

@@ -7,11 +7,11 @@ suite shape as tests/test_judges.py, with ``judge: {backend: openai, ...}``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.chat_flavors import OpenAIFlavor, judge_fixtures
 from tests.conftest import Project
 from tests.fakes.openai_server import (
     API_KEY,
@@ -29,25 +29,7 @@ from tests.fakes.openai_server import (
 MODEL = "gpt-judge-test"
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture(params=["auto", "httpx"], ids=["aiohttp", "httpx"])
-def judged(
-    project: Project,
-    fake: FakeOpenAI,
-    request: pytest.FixtureRequest,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Project:
-    """The project, its judge on the fake; every test runs on both SDK transports."""
-    from multiturn_eval.grading.judges import clients
-
-    monkeypatch.setattr(clients, "TRANSPORT", request.param)
-    project.env.update({"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": fake.base_url})
-    return project
+fake, judged = judge_fixtures(OpenAIFlavor())
 
 
 def suite(

@@ -13,7 +13,9 @@
     │   │   └── McpServerCrashed        an MCP server died during a call (the turn fails)
     │   ├── TransientError              worth retrying (429, 529, 5xx, dropped connection)
     │   ├── FatalBackendError           nothing will work (bad API key): stop the run (exit 3)
-    │   └── FixtureMissError            a model call the fixtures do not answer (never sent live)
+    │   ├── FixtureMissError            a model call the fixtures do not answer (never sent live)
+    │   └── NotRegradable               regrade: the report holds no reply for this turn
+    │                                   (raised by ``backends.replay``, a turn error)
     ├── TurnTimeout                     a turn ran past ``turn_timeout``
     ├── FatalRunError                   carries a case's result out of the case runner when
     │                                   the whole run must stop (after a FatalBackendError)
@@ -28,6 +30,11 @@
     ├── FixtureRefused                  a fixture not written: it would hold a secret
     ├── UserCodeAbort                   user code raised a BaseException that is not an
     │                                   error (sys.exit, KeyboardInterrupt): a turn error
+    ├── JudgeConfigProblem              a judge: block unusable after merging its levels
+    │                                   (also a ValueError; the loader makes it a located
+    │                                   ConfigError, a direct caller a metric error)
+    ├── VerdictProblem                  a judge's reply does not fit the verdict schema
+    │                                   (``grading.judges.verdict``; a metric error)
     └── GitHubError                     the GitHub REST API refused or failed a request
         └── RateLimited                 ... because of a rate limit
 
@@ -38,7 +45,7 @@
 Internal, defined next to the one function that raises and the one that
 catches them, never leaving their module: ``backends.wire.ReplyProblem`` (and
 ``ReplyTooLarge``; a reply that is not the API's shape, translated into a
-``BackendError`` by each backend), ``backends.http._StatusError`` and
+``BackendError`` by ``backends.chat.translate`` and the http backend), ``backends.http._StatusError`` and
 ``_Shape`` (the same for the http backend), ``usercode._Carried`` (a
 BaseException from a thread, carried to the awaiting task).
 
@@ -275,6 +282,25 @@ class McpServerCrashed(SessionError):
 
 class UserCodeAbort(MultiturnEvalError):
     """User code raised a BaseException that is not an error (sys.exit, KeyboardInterrupt, ...)."""
+
+
+class NotRegradable(BackendError):
+    """Regrade: a turn (or test case) the report holds no reply for; the session ends."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, session_alive=False)
+
+
+class JudgeConfigProblem(MultiturnEvalError, ValueError):
+    """A judge block that cannot be used after merging; ``field`` is the key at fault."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class VerdictProblem(MultiturnEvalError):
+    """A judge's reply does not fit the verdict schema; the message says why, with an excerpt."""
 
 
 class Interrupted(BaseException):

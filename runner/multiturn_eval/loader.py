@@ -34,11 +34,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import ConfigError, ConfigIssue, YamlSyntaxError
+from .errors import ConfigError, ConfigIssue, JudgeConfigProblem, YamlSyntaxError
 from .grading.evaluators import parse_ground_truth_number
 from .grading.judges.evaluate import JudgeTexts
 from .grading.judges.prompt import template_problem
-from .grading.judges.service import PACKAGES, JudgeConfigProblem, merge_levels, resolve
+from .grading.judges.service import PACKAGES, merge_levels, resolve
 from .imports import add_import_paths, one_argument_problem, resolve_callable
 from .pricing import judge_provider
 from .secrets import is_secret_name, is_secret_value

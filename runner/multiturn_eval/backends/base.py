@@ -14,12 +14,18 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 from ..errors import ConfigError, ConfigIssue
+from ..pricing import agent_provider, price_for
+from ..retry import RetryPolicy, Sleep
+from ..suite import AnthropicAgent, OpenAIAgent, SemanticKernelAgent
+from ..tools import ToolSet
 from ..types import CaseContext, TurnFile, TurnReply
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..loader import LoadedSuite
     from ..settings import RunSettings
 
@@ -45,6 +51,54 @@ class Backend(Protocol):
     async def aclose(self) -> None:
         """Release what the backend holds (HTTP clients, thread pools) at the end of the run."""
         ...
+
+
+ModelAgent = AnthropicAgent | OpenAIAgent | SemanticKernelAgent
+
+
+class ModelBackend:
+    """What the model backends (``anthropic``, ``openai``, ``semantic-kernel``) share when built.
+
+    ``ModelBackend(suite, settings, env=None, sleep=None)``: the secrets and
+    warnings the backend adds, the environment as read once at start-up (or
+    ``env``), the suite's tools, the capped retry policy of ``agent.retry``
+    (``sleep``: the tests' clock) and the model's price; then the backend's own
+    :meth:`setup` (its keys, files and client).
+    """
+
+    name: str
+    agent_type: ClassVar[type[ModelAgent]]
+    """The ``agent:`` block this backend runs (the loader has checked it is this one)."""
+    agent: ModelAgent
+    """The suite's ``agent:`` block (a subclass narrows the type)."""
+
+    def __init__(
+        self,
+        suite: LoadedSuite,
+        settings: RunSettings,
+        *,
+        env: Mapping[str, str] | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        agent = suite.suite.agent
+        assert isinstance(agent, self.agent_type)
+        self.agent = agent
+        self.secrets: set[str] = set()
+        """What this backend adds to the run's secrets (its API key)."""
+        self.warnings: list[str] = []
+        """Said once at the start of the run (a deprecated model)."""
+        self.turn_timeout = settings.turn_timeout
+        self.tools = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
+        self.policy = RetryPolicy(agent.retry, sleep=sleep)
+        self.price = price_for(agent.model, suite.suite.pricing, provider=agent_provider(agent))
+        self.max_tool_rounds = agent.max_tool_rounds
+        self.max_tokens = agent.max_tokens
+        # the environment as read once at start-up (empty: built outside the CLI)
+        self.setup(suite, settings, settings.env if env is None else env)
+
+    def setup(self, suite: LoadedSuite, settings: RunSettings, env: Mapping[str, str]) -> None:
+        """The backend's own checks and clients (a ConfigError for a suite it cannot run)."""
+        raise NotImplementedError
 
 
 #: backend name -> (module, class) — imported only when a suite uses it

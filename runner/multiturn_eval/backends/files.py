@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BackendError, ConfigIssue
 from ..types import TurnFile
+
+if TYPE_CHECKING:
+    from ..loader import LoadedSuite
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 PDF_TYPE = "application/pdf"
@@ -53,3 +61,69 @@ def file_kind(file: TurnFile) -> str | None:
                 return None
         return "text"
     return None
+
+
+def file_issues(suite: LoadedSuite, problem: Callable[[TurnFile], str | None]) -> list[ConfigIssue]:
+    """Every turn file of the suite a backend cannot send (``problem`` says why), located.
+
+    Checked when the backend is built, so such a suite is a configuration
+    error (exit 2) before any agent is called.
+    """
+    issues: list[ConfigIssue] = []
+    for i, case in enumerate(suite.suite.test_cases):
+        for t, turn in enumerate(case.effective_turns()):
+            for f, ref in enumerate(turn.files):
+                path = suite.base_dir / ref.path
+                file = (
+                    TurnFile.from_path(path)
+                    if ref.media_type is None
+                    else TurnFile(path, ref.media_type)
+                )
+                why = problem(file)
+                if why is None:
+                    continue
+                turn_path: tuple[str | int, ...] = (
+                    ("test_cases", i) if case.is_legacy else ("test_cases", i, "turns", t)
+                )
+                issues.append(
+                    ConfigIssue(
+                        why,
+                        file=suite.display_path,
+                        line=suite.document.line_of((*turn_path, "files", f)),
+                        test_case=f"test_cases[{i}]" + (f' ("{case.name}")' if case.name else ""),
+                        field=(f"turns[{t}]." if not case.is_legacy else "") + f"files[{f}].path",
+                    )
+                )
+    return issues
+
+
+class FileParts:
+    """Each turn file as the content part a backend sends, read once per run.
+
+    ``problem(file)``: why the backend cannot send it (a turn error), or None;
+    ``build(file)``: its part (``OSError`` / ``UnicodeDecodeError`` on trouble:
+    a turn error naming the file).
+    """
+
+    def __init__(
+        self,
+        problem: Callable[[TurnFile], str | None],
+        build: Callable[[TurnFile], dict[str, Any]],
+    ) -> None:
+        self._problem = problem
+        self._build = build
+        self._parts: dict[tuple[Path, str], dict[str, Any]] = {}
+
+    def __call__(self, file: TurnFile) -> dict[str, Any]:
+        key = (file.path, file.media_type)
+        part = self._parts.get(key)
+        if part is None:
+            why = self._problem(file)
+            if why is not None:
+                raise BackendError(why)
+            try:
+                part = self._build(file)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise BackendError(f"cannot read {file.path}: {exc}") from exc
+            self._parts[key] = part
+        return part

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import BackendError
+from ..errors import BackendError, NotRegradable
 from ..results import CaseResult, TurnResult
 from ..types import CaseContext, TurnFile, TurnReply
 
@@ -36,13 +36,6 @@ if TYPE_CHECKING:
 NOT_IN_REPORT = "not regradable: not in the report"
 INPUT_CHANGED = "not regradable: input changed since the report"
 _OPEN_PREFIX = "could not open a session: "
-
-
-class NotRegradable(BackendError):
-    """A turn (or test case) the report holds no reply for."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, session_alive=False)
 
 
 @dataclass

@@ -43,26 +43,32 @@ What a turn records:
   Kernel refuses before running anything (an unknown tool, arguments that are
   not JSON, a missing required argument) are recorded with the text the model
   was given as their ``error``.
-* **token usage** summed over every model call of the turn: OpenAI's
-  ``prompt_tokens`` include the cached part, which is moved to
+* **token usage** summed over every model call of the turn, counted as the
+  ``anthropic`` and ``openai`` backends count it (the dialects' ``usage_from``):
+  OpenAI's ``prompt_tokens`` include the cached part, which is moved to
   ``cache_read_tokens`` (``cache_write_tokens`` where reported to
   ``cache_creation_tokens``), so ``prompt_tokens`` means uncached input as on
-  the ``anthropic`` backend; Anthropic's usage maps one to one.
+  the ``anthropic`` backend, and reasoning tokens are kept; Anthropic's usage
+  maps one to one.
 * **cost** from :mod:`multiturn_eval.pricing` (the suite's ``pricing:``
-  overrides the built-in table, which knows Claude models only).
+  overrides the built-in table), each model call priced on its own.
 
 Errors: the SDK's own retries are off (``max_retries=0``); every model call is
 retried by :class:`~multiturn_eval.retry.RetryPolicy` (``agent.retry``), and
 every exception is translated to a :class:`BackendError` in one place,
-:func:`translate`: 401/403 stop the run (:class:`FatalBackendError`, exit 3);
+:func:`translate` (the SDK's error found in Semantic Kernel's wrapping, then
+the dialects' translation, worded as on the ``openai`` and ``anthropic``
+backends): 401/403 stop the run (:class:`FatalBackendError`, exit 3);
 429, 5xx, 529, timeouts and dropped connections are retried; a reply that is
-not JSON, a context-length 400, a refusal or a content filter fail the turn.
+not JSON, a context-length 400, a refusal or a content filter fail the turn
+(the refusals, content filters and cut-off replies of the dialects'
+``stop_verdict``).
 A failed turn is taken back out of the thread (user message included), so the
 conversation the next turn continues is always one the service accepts.
 
 A 200 whose body is not a Chat Completions response (``choices: []``,
 ``message: null``, an HTML page, a cut-off, empty or non-UTF-8 body, JSON of
-another shape, a body over 10 MB, ...; :func:`chat_completion_problem`) or,
+another shape, a body over 10 MB, ...; :func:`~.chat_completions.lenient_problem`) or,
 for ``service: anthropic``, not a Messages API response, is checked on the
 wire before the SDK and Semantic Kernel parse it
 (:mod:`multiturn_eval.backends.wire`) and fails the turn with "the OpenAI API
@@ -97,7 +103,6 @@ import json
 import logging
 import re
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -130,22 +135,17 @@ from semantic_kernel.functions.function_result import FunctionResult
 from semantic_kernel.functions.kernel_function_metadata import KernelFunctionMetadata
 from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
 
-from ..errors import BackendError, ConfigError, ConfigIssue, FatalBackendError, TransientError
-from ..pricing import agent_provider, price_for
-from ..retry import RetryPolicy, Sleep, parse_retry_after, retry_note, turn_deadline
+from ..errors import BackendError, ConfigError, ConfigIssue
+from ..retry import retry_note, turn_deadline
 from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
-from .files import file_kind
-from .wire import (
-    MAX_ITEMS,
-    chat_choice,
-    chat_tail_problem,
-    find_in_chain,
-    find_problem,
-    json_type,
-    response_hook,
-)
+from . import chat_completions
+from .base import ModelBackend
+from .chat import Dialect, Wording, priced, rounds_warning, still_calling
+from .chat import translate as translate_error
+from .files import file_issues, file_kind
+from .wire import ReplyProblem, find_in_chain
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
@@ -208,43 +208,20 @@ _CALL: ContextVar[_Call | None] = ContextVar("multiturn_eval_sk_call", default=N
 # ------------------------------------------------------------------- exception mapping
 
 
-_find = find_in_chain  # SK wraps the SDKs' errors in its own
+def wording(service: str, base_url: str | None) -> Wording:
+    """How messages name the service (as the ``openai`` and ``anthropic`` backends do)."""
+    if service == "anthropic":
+        from . import messages_api
 
-
-def _status_error(
-    service: str, status: int, kind: str | None, message: str, headers: Any
-) -> BackendError:
-    api = DISPLAY[service]
-    text = f"{api} API error {status}{f' {kind}' if kind else ''}: {message}"
-    if status in (401, 403):
-        return FatalBackendError(
-            f"the {api} API refused the credentials ({status}{f' {kind}' if kind else ''}: "
-            f"{message}); check agent.api_key or {ENV_VARS[service][0]}",
-            status_code=status,
-            session_alive=False,
-        )
-    if status in (408, 409, 429) or status >= 500:
-        return TransientError(text, retry_after=parse_retry_after(headers), status_code=status)
-    lowered = message.lower()
-    if (
-        status == 413
-        or kind == "context_length_exceeded"
-        or "maximum context length" in lowered
-        or "prompt is too long" in lowered
-    ):
-        return BackendError(
-            f"the conversation no longer fits the model's context window ({status}"
-            f"{f' {kind}' if kind else ''}: {message})",
-            status_code=status,
-        )
-    if status == 404:
-        text += (
-            "; check agent.model (the deployment name), agent.base_url and api_version"
-            if service == "azure-openai"
-            else "; check agent.model and agent.base_url (OpenAI-compatible servers usually "
-            "serve under /v1)"
-        )
-    return BackendError(text, status_code=status)
+        return messages_api.wording(base_url or messages_api.DEFAULT_BASE_URL)
+    return chat_completions.wording(
+        DISPLAY[service],
+        base_url,
+        f"agent.api_key or {ENV_VARS[service][0]}",
+        not_found="; check agent.model (the deployment name), agent.base_url and api_version"
+        if service == "azure-openai"
+        else chat_completions.NOT_FOUND,
+    )
 
 
 def translate(
@@ -254,45 +231,25 @@ def translate(
 
     Semantic Kernel wraps the SDK's exception (``ServiceResponseException``
     from ``openai.RateLimitError``, ...): the SDK's one is looked up in the
-    cause chain and mapped; anything else is a turn error naming it.
+    cause chain and translated as the ``openai`` and ``anthropic`` backends
+    translate it (:func:`~.chat_completions.translate`,
+    :func:`~.messages_api.translate`); anything else is a turn error naming it.
     """
     if isinstance(exc, BackendError):
         return exc
-    api = DISPLAY[service]
-    at = f" at {base_url}" if base_url else ""
-    problem = find_problem(exc)
-    if problem is not None and service != "anthropic":
-        return BackendError(
-            problem.describe(
-                f"the {api} API{at} returned a reply that is not a Chat Completions response"
-            )
-        )
+    named = wording(service, base_url)
     if service == "anthropic":
         import anthropic
 
-        from .anthropic import DEFAULT_BASE_URL
-        from .anthropic import translate as translate_anthropic
+        from . import messages_api
 
-        sdk_error = _find(exc, (anthropic.APIError,))
-        if isinstance(sdk_error, anthropic.APIError):  # the same messages as backend: anthropic
-            return translate_anthropic(sdk_error, base_url or DEFAULT_BASE_URL)
-    found = _find(exc, (openai.APIError, json.JSONDecodeError))
-    if isinstance(found, openai.APIStatusError):
-        body = found.body if isinstance(found.body, Mapping) else {}
-        message = str(body.get("message") or found.message)
-        kind = found.code or (str(body["type"]) if body.get("type") else None)
-        return _status_error(service, found.status_code, kind, message, found.response.headers)
-    if isinstance(found, openai.APITimeoutError):
-        return TransientError(f"the request to the {api} API{at} timed out")
-    if isinstance(found, openai.APIConnectionError):
-        cause = found.__cause__ or found.__context__
-        detail = f": {error_text(cause)}" if cause is not None else ""
-        return TransientError(f"cannot reach the {api} API{at}{detail}")
-    if isinstance(found, openai.APIResponseValidationError | json.JSONDecodeError):
-        return BackendError(
-            f"the {api} API{at} returned a reply that is not a Chat Completions response "
-            f"({type(found).__name__}: {str(found)[:200]})"
-        )
+        sdk_error = find_in_chain(exc, (anthropic.APIError, ReplyProblem))
+        if sdk_error is not None:
+            return translate_error(messages_api, sdk_error, named)
+    else:
+        found = find_in_chain(exc, (openai.APIError, json.JSONDecodeError, ReplyProblem))
+        if found is not None:
+            return translate_error(chat_completions, found, named)
     return BackendError(f"Semantic Kernel: {_sk_error_text(exc)}")
 
 
@@ -319,44 +276,6 @@ def _sk_error_text(exc: BaseException) -> str:
 
 #: ``<class 'pkg.mod.Name'>`` in Semantic Kernel's messages -> ``Name``
 _CLASS_REPR = re.compile(r"<class '(?:[\w.<>]+\.)?(\w+)'>")
-
-
-# -------------------------------------------------------------------- the wire check
-
-
-def chat_completion_problem(data: Any) -> str | None:
-    """Why a 200's parsed body is not a Chat Completions response, or None when it is one.
-
-    Checks what Semantic Kernel reads: exactly one entry in ``choices`` (the
-    runner never asks for more), its ``message`` an object whose ``content``
-    is a string or null and whose ``tool_calls`` (at most
-    :data:`~multiturn_eval.backends.wire.MAX_ITEMS`) each name a function with
-    arguments; ``finish_reason`` a string or null; ``usage``, when present,
-    with whole token counts. Unknown extra keys are fine.
-    """
-    found = chat_choice(data)
-    if isinstance(found, str):
-        return found
-    choice, message = found
-    content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        return f"choices[0].message.content is {json_type(content)}, not a string"
-    calls = message.get("tool_calls")
-    if calls is not None:
-        if not isinstance(calls, list):
-            return f"choices[0].message.tool_calls is {json_type(calls)}, not an array"
-        if len(calls) > MAX_ITEMS:
-            return f"{len(calls)} tool calls, more than the {MAX_ITEMS} accepted"
-        for i, call in enumerate(calls):
-            where = f"choices[0].message.tool_calls[{i}]"
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict):
-                return f"{where} has no 'function' object"
-            if not isinstance(function.get("name"), str):
-                return f"{where}.function.name is {json_type(function.get('name'))}"
-            if not isinstance(function.get("arguments"), str | dict):
-                return f"{where}.function.arguments is {json_type(function.get('arguments'))}"
-    return chat_tail_problem(data, choice)
 
 
 #: keyword arguments of ``create()`` that are request options, not body fields
@@ -401,39 +320,6 @@ def _direct_chat_completions(client: openai.AsyncOpenAI) -> None:
     completions.create = direct  # type: ignore[method-assign]
 
 
-def _openai_http_client() -> Any:
-    """The openai SDK's default HTTP client, with the reply size cap and the wire check."""
-    return openai.DefaultAsyncHttpxClient(
-        event_hooks={"response": [response_hook(chat_completion_problem)]}
-    )
-
-
-# ------------------------------------------------------------------------- usage
-
-
-def usage_from(raw: Any) -> TokenUsage | None:
-    """TokenUsage from what a Semantic Kernel connector puts into ``metadata['usage']``."""
-    if raw is None:
-        return None
-    if hasattr(raw, "input_tokens"):  # anthropic.types.Usage
-        return TokenUsage(
-            prompt_tokens=raw.input_tokens or 0,
-            completion_tokens=raw.output_tokens or 0,
-            cache_creation_tokens=getattr(raw, "cache_creation_input_tokens", None) or 0,
-            cache_read_tokens=getattr(raw, "cache_read_input_tokens", None) or 0,
-        )
-    prompt = getattr(raw, "prompt_tokens", None) or 0  # SK's CompletionUsage (OpenAI)
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
-    written = (getattr(details, "cache_write_tokens", None) or 0) if details is not None else 0
-    return TokenUsage(
-        prompt_tokens=max(0, prompt - cached - written),
-        completion_tokens=getattr(raw, "completion_tokens", None) or 0,
-        cache_read_tokens=cached,
-        cache_creation_tokens=written,
-    )
-
-
 # ---------------------------------------------------------------------- the services
 
 
@@ -453,29 +339,32 @@ async def _metered(
         ),
     )
     for reply in replies:
-        usage = usage_from(reply.metadata.get("usage"))
-        if usage is not None:
-            turn.usage.append(usage)
+        raw = reply.metadata.get("usage")
+        if raw is not None:
+            turn.usage.append(backend.usage_from(raw))
         if any(isinstance(item, FunctionCallContent) for item in reply.items):
             turn.tool_rounds += 1
         backend.check_stop(reply, turn)
     return replies
 
 
-class _OpenAIService(OpenAIChatCompletion):
+class _Metered:
+    """Every model call of a Semantic Kernel chat service goes through :func:`_metered`."""
+
     async def _inner_get_chat_message_contents(
         self, chat_history: ChatHistory, settings: PromptExecutionSettings
     ) -> list[ChatMessageContent]:
-        parent = super()._inner_get_chat_message_contents
-        return await _metered(lambda: parent(chat_history, settings))
+        parent = super()._inner_get_chat_message_contents  # type: ignore[misc]
+        replies: list[ChatMessageContent] = await _metered(lambda: parent(chat_history, settings))
+        return replies
 
 
-class _AzureService(AzureChatCompletion):
-    async def _inner_get_chat_message_contents(
-        self, chat_history: ChatHistory, settings: PromptExecutionSettings
-    ) -> list[ChatMessageContent]:
-        parent = super()._inner_get_chat_message_contents
-        return await _metered(lambda: parent(chat_history, settings))
+class _OpenAIService(_Metered, OpenAIChatCompletion):
+    pass
+
+
+class _AzureService(_Metered, AzureChatCompletion):
+    pass
 
 
 #: sampling parameters anthropic>=2.14's ``messages.create()`` no longer takes as arguments
@@ -517,7 +406,7 @@ def _anthropic_classes() -> tuple[type[ChatCompletionClientBase], type[PromptExe
                 data["extra_body"] = {**(data.get("extra_body") or {}), **moved}
             return data
 
-    class _AnthropicService(AnthropicChatCompletion):
+    class _AnthropicService(_Metered, AnthropicChatCompletion):
         def get_prompt_execution_settings_class(self) -> type[PromptExecutionSettings]:
             return _AnthropicSettings
 
@@ -546,12 +435,6 @@ def _anthropic_classes() -> tuple[type[ChatCompletionClientBase], type[PromptExe
                 FinishReason.CONTENT_FILTER if stop == "refusal" else FinishReason.STOP
             )
             return message
-
-        async def _inner_get_chat_message_contents(
-            self, chat_history: ChatHistory, settings: PromptExecutionSettings
-        ) -> list[ChatMessageContent]:
-            parent = super()._inner_get_chat_message_contents
-            return await _metered(lambda: parent(chat_history, settings))
 
     return _AnthropicService, _AnthropicSettings
 
@@ -660,22 +543,14 @@ class _SKSession:
         turn = _Turn(backend, self._case)
         token = _TURN.set(turn)
         try:
-            response = await backend.agent.get_response(messages=user, thread=self._thread)
+            response = await backend.kernel_agent.get_response(messages=user, thread=self._thread)
             final = response.message
-            rounds = backend.config.max_tool_rounds
+            rounds = backend.agent.max_tool_rounds
             if turn.tool_rounds > rounds:
                 # unanswered tool calls in the thread would make the next request invalid
-                asked = ", ".join(
-                    item.function_name
-                    for item in final.items
-                    if isinstance(item, FunctionCallContent)
-                )
-                called = ", ".join(c.content.function_name for c in turn.calls.values()) or "none"
-                raise BackendError(
-                    f"the model was still calling tools ({asked}) after max_tool_rounds = "
-                    f"{rounds} rounds, even when asked without tools; calls made this turn: "
-                    f"{called}"
-                )
+                asked = [i.function_name for i in final.items if isinstance(i, FunctionCallContent)]
+                called = [c.content.function_name for c in turn.calls.values()]
+                raise BackendError(still_calling(asked, rounds, called))
         except BaseException as exc:
             del self._history.messages[before:]  # a failed turn leaves no trace in the thread
             if isinstance(exc, Exception) and not isinstance(exc, BackendError):
@@ -684,17 +559,13 @@ class _SKSession:
         finally:
             _TURN.reset(token)
         if turn.tool_rounds == rounds:
-            turn.warnings.append(
-                f"reached max_tool_rounds = {rounds}: asked for the final reply without tools"
-            )
-        usage = TokenUsage.sum(turn.usage)
-        price = backend.price
+            turn.warnings.append(rounds_warning(rounds))
         return TurnReply(
             response="".join(item.text for item in final.items if isinstance(item, TextContent)),
             tool_invocations=_invocations(self._history.messages[before + 1 :], turn),
-            token_usage=usage,
+            token_usage=TokenUsage.sum(turn.usage),
             warnings=tuple(turn.warnings),
-            cost_usd=None if price is None else price.cost(usage),
+            cost_usd=priced(backend.price, turn.usage),
         )
 
     async def close(self) -> None:
@@ -741,30 +612,20 @@ def _invocations(messages: Sequence[ChatMessageContent], turn: _Turn) -> list[To
     return out
 
 
-class SemanticKernelBackend:
-    name = "semantic-kernel"
+class SemanticKernelBackend(ModelBackend):
+    """One ChatCompletionAgent for the suite, one thread per test case (see the module
+    docstring); Semantic Kernel runs the tool loop."""
 
-    def __init__(
-        self,
-        suite: LoadedSuite,
-        settings: RunSettings,
-        *,
-        env: Mapping[str, str] | None = None,
-        sleep: Sleep | None = None,
-    ) -> None:
-        config = suite.suite.agent
-        assert isinstance(config, SemanticKernelAgent)
-        self.config = config
+    name = "semantic-kernel"
+    agent_type = SemanticKernelAgent
+    agent: SemanticKernelAgent
+
+    def setup(self, suite: LoadedSuite, settings: RunSettings, env: Mapping[str, str]) -> None:
+        config = self.agent
         self.suite = suite
         self.service_name = config.service
-        self.secrets: set[str] = set()
-        """What this backend adds to the run's secrets (its API key)."""
-        self.warnings: list[str] = []
-        """Said once at the start of the run (a deprecated model)."""
-        if env is None:
-            env = settings.env  # read once at start-up
         _quiet_logs()
-        issues = self._file_issues()
+        issues = file_issues(suite, self.file_problem)
         api_key, self.base_url = self._credentials(env)
         if api_key is None and not (self.service_name == "openai" and self.base_url):
             key_var = ENV_VARS[self.service_name][0]
@@ -782,11 +643,17 @@ class SemanticKernelBackend:
             raise ConfigError(issues)
         if api_key:
             self.secrets.add(api_key)  # from the environment too: no report may show it
-        self.policy = RetryPolicy(config.retry, sleep=sleep)
-        self.turn_timeout = settings.turn_timeout
-        self.price = price_for(config.model, suite.suite.pricing, provider=agent_provider(config))
-        self.toolset = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
         self._client: Any = None
+        if self.service_name == "anthropic":
+            from . import messages_api
+
+            self.dialect: Dialect = messages_api
+            self.usage_from: Callable[[Any], TokenUsage] = messages_api.usage_from
+            """TokenUsage from what a connector puts into ``metadata['usage']`` (the SDK's
+            ``Usage``, or Semantic Kernel's ``CompletionUsage``), as the backends count it."""
+        else:
+            self.dialect = chat_completions
+            self.usage_from = chat_completions.usage_from
         try:
             service = self._service(api_key, env, settings.turn_timeout)
         except ServiceInitializationError as exc:  # e.g. a bad AZURE_OPENAI_* in the environment
@@ -802,11 +669,11 @@ class SemanticKernelBackend:
             ) from None
         kernel = Kernel()
         behavior = None
-        if self.toolset:
+        if self.tools:
             functions = []
-            for i, tool in enumerate(self.toolset):
+            for i, tool in enumerate(self.tools):
                 try:
-                    functions.append(_suite_function(tool, self.toolset))
+                    functions.append(_suite_function(tool, self.tools))
                 except ValidationError as exc:
                     raise ConfigError(
                         ConfigIssue(
@@ -823,7 +690,7 @@ class SemanticKernelBackend:
             behavior = FunctionChoiceBehavior.Auto(
                 maximum_auto_invoke_attempts=config.max_tool_rounds
             )
-        self.agent = ChatCompletionAgent(
+        self.kernel_agent = ChatCompletionAgent(
             kernel=kernel,
             service=service,
             name=AGENT_NAME,
@@ -832,38 +699,6 @@ class SemanticKernelBackend:
         )
 
     # ------------------------------------------------------------------ construction
-
-    def _file_issues(self) -> list[ConfigIssue]:
-        """Files Semantic Kernel's connectors cannot send: configuration errors, before any call."""
-        suite = self.suite
-        issues: list[ConfigIssue] = []
-        for i, case in enumerate(suite.suite.test_cases):
-            for t, turn in enumerate(case.effective_turns()):
-                for f, ref in enumerate(turn.files):
-                    path = suite.base_dir / ref.path
-                    file = (
-                        TurnFile.from_path(path)
-                        if ref.media_type is None
-                        else TurnFile(path, ref.media_type)
-                    )
-                    problem = self.file_problem(file)
-                    if problem is None:
-                        continue
-                    turn_path: tuple[str | int, ...] = (
-                        ("test_cases", i) if case.is_legacy else ("test_cases", i, "turns", t)
-                    )
-                    issues.append(
-                        ConfigIssue(
-                            problem,
-                            file=suite.display_path,
-                            line=suite.document.line_of((*turn_path, "files", f)),
-                            test_case=f"test_cases[{i}]"
-                            + (f' ("{case.name}")' if case.name else ""),
-                            field=(f"turns[{t}]." if not case.is_legacy else "")
-                            + f"files[{f}].path",
-                        )
-                    )
-        return issues
 
     def file_problem(self, file: TurnFile) -> str | None:
         """Why Semantic Kernel's connector for this service cannot send ``file``, or None."""
@@ -883,70 +718,53 @@ class SemanticKernelBackend:
 
     def _credentials(self, env: Mapping[str, str]) -> tuple[str | None, str | None]:
         key_var, url_var = ENV_VARS[self.service_name]
-        api_key = self.config.api_key or env.get(key_var) or None
-        base_url = self.config.base_url or (env.get(url_var) if url_var else None) or None
+        api_key = self.agent.api_key or env.get(key_var) or None
+        base_url = self.agent.base_url or (env.get(url_var) if url_var else None) or None
         return api_key, base_url.rstrip("/") if base_url else None
 
     def _service(
         self, api_key: str | None, env: Mapping[str, str], timeout: float
     ) -> ChatCompletionClientBase:
-        model = self.config.model
-        if self.service_name == "openai":
-            client = openai.AsyncOpenAI(
+        model = self.agent.model
+        if self.service_name in ("openai", "azure-openai"):
+            azure = self.service_name == "azure-openai"
+            client = chat_completions.sdk_client(
                 api_key=api_key or NO_KEY,
-                base_url=self.base_url,
-                max_retries=0,
+                # None: the SDK's default (what the run's environment does not override)
+                base_url=self.base_url or ("" if azure else chat_completions.DEFAULT_BASE_URL),
                 timeout=timeout,
-                http_client=_openai_http_client(),
+                api_version=(
+                    self.agent.api_version
+                    or env.get("AZURE_OPENAI_API_VERSION")
+                    or DEFAULT_AZURE_API_VERSION
+                )
+                if azure
+                else None,
+                check=chat_completions.lenient_problem,
             )
             self._client = client
             _direct_chat_completions(client)
-            openai_class: Any = _OpenAIService  # the pydantic plugin mistypes SK's own __init__
+            # the pydantic plugin mistypes SK's own __init__
+            if azure:
+                azure_class: Any = _AzureService
+                azure_service: ChatCompletionClientBase = azure_class(
+                    deployment_name=model, async_client=client
+                )
+                return azure_service
+            openai_class: Any = _OpenAIService
             openai_service: ChatCompletionClientBase = openai_class(
                 ai_model_id=model, async_client=client
             )
             return openai_service
-        if self.service_name == "azure-openai":
-            version = (
-                self.config.api_version
-                or env.get("AZURE_OPENAI_API_VERSION")
-                or DEFAULT_AZURE_API_VERSION
-            )
-            azure = openai.AsyncAzureOpenAI(
-                azure_endpoint=self.base_url or "",
-                api_key=api_key,
-                api_version=version,
-                max_retries=0,
-                timeout=timeout,
-                http_client=_openai_http_client(),
-            )
-            self._client = azure
-            _direct_chat_completions(azure)
-            azure_class: Any = _AzureService
-            azure_service: ChatCompletionClientBase = azure_class(
-                deployment_name=model, async_client=azure
-            )
-            return azure_service
-        import anthropic
+        from . import messages_api
 
-        from .anthropic import _end_of_life, checked_http_client
-
-        retired = _end_of_life(model)
+        retired = messages_api.retirement_warning(model, self.suite.display_path)
         if retired is not None:
-            self.warnings.append(
-                f"{self.suite.display_path}: agent.model {model!r} is deprecated; Anthropic "
-                f"retires it on {retired}"
-            )
-        # said once above; the SDK would repeat it on every request
-        warnings.filterwarnings(
-            "ignore", message=r"The model '.*' is deprecated", category=DeprecationWarning
-        )
-        anthropic_client = anthropic.AsyncAnthropic(
+            self.warnings.append(retired)
+        anthropic_client = messages_api.sdk_client(
             api_key=api_key,
-            base_url=self.base_url,
-            max_retries=0,
+            base_url=self.base_url or messages_api.DEFAULT_BASE_URL,
             timeout=timeout,
-            http_client=checked_http_client(),
         )
         self._client = anthropic_client
         # SK's AnthropicSettings wants the key even beside a client
@@ -958,7 +776,7 @@ class SemanticKernelBackend:
     def _execution_settings(
         self, behavior: FunctionChoiceBehavior | None
     ) -> PromptExecutionSettings:
-        config = self.config
+        config = self.agent
         settings: PromptExecutionSettings
         if self.service_name == "anthropic":
             settings = _anthropic_classes()[1](
@@ -983,35 +801,24 @@ class SemanticKernelBackend:
         return translate(exc, self.service_name, self.base_url)
 
     def check_stop(self, reply: ChatMessageContent, turn: _Turn) -> None:
-        """A refusal or a content filter fails the turn; a reply cut off at the limit warns."""
+        """A refusal or a content filter fails the turn; a reply cut off at the limit warns
+        (the dialect's stop reasons, as on the ``anthropic`` and ``openai`` backends)."""
         inner = reply.inner_content
+        limit: int | None
         if self.service_name == "anthropic":
-            stop = getattr(inner, "stop_reason", None)
-            if stop == "refusal":
-                raise BackendError("the model refused to answer (stop_reason: refusal)")
-            if stop in ("max_tokens", "model_context_window_exceeded"):
-                limit = self.config.max_tokens or ANTHROPIC_MAX_TOKENS
-                turn.warnings.append(
-                    f"the reply was cut off (stop_reason: {stop}"
-                    + (f" = {limit}" if stop == "max_tokens" else "")
-                    + ")"
-                )
-            return
-        choices = getattr(inner, "choices", None) or []
-        message = getattr(choices[0], "message", None) if choices else None
-        refusal = getattr(message, "refusal", None)
-        if refusal:
-            raise BackendError(f"the model refused to answer: {refusal}")
-        reason = getattr(choices[0], "finish_reason", None) if choices else None
-        if reason == "content_filter":
-            raise BackendError(
-                "the service's content filter stopped the reply (finish_reason: content_filter)"
-            )
-        if reason == "length":
-            shown = f" = {self.config.max_tokens}" if self.config.max_tokens else ""
-            turn.warnings.append(
-                f"the reply was cut off (finish_reason: length, max_tokens{shown})"
-            )
+            stop, refusal = getattr(inner, "stop_reason", None), None
+            limit = self.agent.max_tokens or ANTHROPIC_MAX_TOKENS
+        else:
+            choices = getattr(inner, "choices", None) or []
+            message = getattr(choices[0], "message", None) if choices else None
+            stop = getattr(choices[0], "finish_reason", None) if choices else None
+            refusal, limit = getattr(message, "refusal", None), self.agent.max_tokens
+        # the refusal is named alone: Semantic Kernel's reply is not read for its text here
+        error, warning = self.dialect.stop_verdict(stop, refusal, "", limit)
+        if error is not None:
+            raise BackendError(error)
+        if warning is not None:
+            turn.warnings.append(warning)
 
     def user_message(self, message: str, files: Sequence[TurnFile]) -> ChatMessageContent:
         """The turn's message; files first (text inlined as ``<file name="...">``), then the text."""
@@ -1047,7 +854,7 @@ class SemanticKernelBackend:
         return _SKSession(self, case)
 
     async def aclose(self) -> None:
-        await self.toolset.aclose()
+        await self.tools.aclose()
         if self._client is not None:
             await self._client.close()
 

@@ -1,8 +1,8 @@
 """What a remote backend reads off the wire, bounded and checked before anything parses it.
 
-Shared by the ``anthropic``, ``semantic-kernel`` and ``http`` backends, on the
-``httpx2`` clients they build (the SDKs' own clients included, through
-``http_client=``):
+Shared by the ``anthropic``, ``openai``, ``semantic-kernel`` and ``http``
+backends and the judges, on the ``httpx2`` clients they build (the SDKs' own
+clients included, through ``http_client=``, :func:`checked_client`):
 
 * **a size cap**: no reply body larger than :data:`MAX_REPLY_BYTES` (10 MiB)
   is read. A ``content-length`` above it is refused before the body is read;
@@ -21,8 +21,9 @@ Shared by the ``anthropic``, ``semantic-kernel`` and ``http`` backends, on the
   :data:`MAX_ITEMS` blocks, choices or tool calls is refused unparsed.
 
 Both raise a :class:`ReplyProblem` inside the HTTP client; the SDK wraps it
-(``APIConnectionError``) and each backend's single ``translate`` finds it in
-the cause chain. Such a reply is a turn error, never retried (the same
+(``APIConnectionError``) and the one translation of the SDKs' failures
+(:func:`multiturn_eval.backends.chat.translate`; the http backend's own)
+finds it in the cause chain. Such a reply is a turn error, never retried (the same
 request would most likely get the same reply), and the session stays alive:
 the backend's history does not change on a failed turn, so the next turn is
 sent on the conversation as it was.
@@ -30,6 +31,7 @@ sent on the conversation as it was.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -195,6 +197,24 @@ def response_hook(
         response.extensions = {**response.extensions, PARSED: data}
 
     return hook
+
+
+def checked_client(sdk: Any, check: Check | None, transport: str = "httpx") -> Any:
+    """The HTTP client for ``sdk`` (``anthropic`` or ``openai``) with :func:`response_hook`.
+
+    ``transport``: ``httpx`` (the SDK's default client), or ``auto``: the SDK's
+    aiohttp client when ``aiohttp`` is installed (same SDK, same wire bytes;
+    aiohttp parses HTTP in C), else the httpx one.
+    """
+    hooks = {"response": [response_hook(check)]}
+    if transport == "auto" and importlib.util.find_spec("aiohttp") is not None:
+        aio = getattr(sdk, "DefaultAioHttpClient", None)
+        if aio is not None:
+            try:
+                return aio(event_hooks=hooks)
+            except Exception:  # an SDK whose aiohttp client cannot be built here: httpx then
+                pass
+    return sdk.DefaultAsyncHttpxClient(event_hooks=hooks)
 
 
 def parsed_body(response: httpx2.Response) -> Any:

@@ -343,7 +343,8 @@ def fidelity_judge_issue(
     path: Path_,
 ) -> Issue | None:
     """``fidelity: true`` needs the suite's (or the case's) ``judge:`` to resolve."""
-    from ..grading.judges.service import JudgeConfigProblem, merge_levels, resolve
+    from ..errors import JudgeConfigProblem
+    from ..grading.judges.service import merge_levels, resolve
 
     try:
         resolve(merge_levels(suite_judge, case_judge), env)

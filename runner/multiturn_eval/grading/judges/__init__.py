@@ -7,6 +7,7 @@ the verdict schema, :mod:`.evaluate` for the metric.
 
 from __future__ import annotations
 
+from ...errors import JudgeConfigProblem
 from .evaluate import (
     ConversationJudging,
     JudgeResult,
@@ -15,7 +16,7 @@ from .evaluate import (
     judge_turn,
 )
 from .prompt import TranscriptTurn
-from .service import JUDGES, JudgeConfigProblem, JudgeService, merge_levels, resolve
+from .service import JUDGES, JudgeService, merge_levels, resolve
 
 __all__ = [
     "JUDGES",

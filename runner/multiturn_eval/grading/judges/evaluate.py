@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...backends.chat import priced
+from ...errors import JudgeConfigProblem, VerdictProblem
 from ...pricing import judge_provider, price_for
 from ...results import MetricResult
 from ...suite import JudgeConfig, JudgeEvaluation, ModelPrice
@@ -29,8 +31,8 @@ from ...types import ConversationContext, TokenUsage
 from ..recorded import RECORDED_JUDGEMENTS, JudgeKey
 from .clients import JudgeRequest
 from .prompt import TranscriptTurn, packaged_template, render
-from .service import JUDGES, JudgeConfigProblem, JudgeService, merge_levels, resolve
-from .verdict import VerdictProblem, check_verdict
+from .service import JUDGES, JudgeService, merge_levels, resolve
+from .verdict import check_verdict
 
 
 @dataclass
@@ -140,10 +142,12 @@ async def _judge(
     cost: float | None = None
     if outcome.reply is not None:
         usage = outcome.reply.usage if fresh else TokenUsage()
-        price = price_for(
-            judge.model, pricing, provider=judge_provider(judge.backend, judge.api_version)
+        cost = priced(
+            price_for(
+                judge.model, pricing, provider=judge_provider(judge.backend, judge.api_version)
+            ),
+            [usage],
         )
-        cost = price.cost(usage) if price is not None else None
     warnings = list(outcome.notes) if fresh else []
     if outcome.error is not None:
         return JudgeResult(_error(spec, outcome.error, details), usage, cost, warnings)

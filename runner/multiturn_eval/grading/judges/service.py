@@ -34,11 +34,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import BackendError, FatalBackendError
-from ...retry import RetryPolicy, Sleep, request_timeout, turn_deadline
+from ...backends.chat import Structured
+from ...errors import BackendError, FatalBackendError, JudgeConfigProblem
+from ...retry import RetryPolicy, Sleep, retry_note, turn_deadline
 from ...suite import JudgeConfig, RetryConfig
 from ...types import TokenUsage
-from .clients import JudgeClient, JudgeRequest, RawReply, make_client
+from .clients import JudgeClient, JudgeRequest, make_client
 
 DEFAULT_BACKEND = "anthropic"
 DEFAULT_TEMPERATURE = 0.0
@@ -47,14 +48,6 @@ ENV_KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 ENV_URLS = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 PACKAGES = {"anthropic": "anthropic", "openai": "openai"}
 JUDGE_FIELDS = tuple(JudgeConfig.model_fields)
-
-
-class JudgeConfigProblem(ValueError):
-    """A judge block that cannot be used after merging; ``field`` is the key at fault."""
-
-    def __init__(self, message: str, field: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -126,7 +119,7 @@ def resolve(merged: Mapping[str, Any], env: Mapping[str, str]) -> ResolvedJudge:
 class JudgeOutcome:
     """One judge call's result: the raw verdict (or why none), its usage, warnings."""
 
-    reply: RawReply | None
+    reply: Structured | None
     error: str | None
     """A call that failed (after retries): the metric's error."""
     notes: tuple[str, ...] = ()
@@ -162,7 +155,9 @@ class JudgeService:
         self.requests_made = 0
         """Judge calls actually started (after de-duplication)."""
 
-    def _client(self, request: JudgeRequest) -> JudgeClient:
+    def client(self, request: JudgeRequest) -> JudgeClient:
+        """The client of the request's endpoint (built on first use); its ``client.exchange``
+        is the judge's exchange point (:mod:`multiturn_eval.backends.chat`)."""
         key = (request.backend, request.base_url, request.api_key, request.api_version)
         client = self._clients.get(key)
         if client is None:
@@ -194,21 +189,17 @@ class JudgeService:
         return outcome, fresh
 
     async def _call(self, request: JudgeRequest, retry: RetryConfig) -> JudgeOutcome:
-        client = self._client(request)
+        client = self.client(request)
         self.requests_made += 1
         notes: list[str] = []
         policy = RetryPolicy(retry, sleep=self._sleep)
 
         def note(error: BackendError, attempt: int, wait: float) -> None:
-            notes.append(f"judge attempt {attempt} failed ({error}); retried after {wait:.2f} s")
+            notes.append(f"judge {retry_note(error, attempt, wait)}")
 
         with turn_deadline(self.timeout):
             try:
-                reply = await policy.run(
-                    lambda: client.call(request, request_timeout(self.timeout)),
-                    client.translate,
-                    on_retry=note,
-                )
+                reply = await client.call(request, policy, note)
             except FatalBackendError:
                 raise
             except BackendError as exc:

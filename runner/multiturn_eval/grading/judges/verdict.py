@@ -15,23 +15,17 @@ the metric errors with an excerpt of what came back; it never passes.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from ...backends.chat import quote
+from ...errors import VerdictProblem
+
+excerpt = quote
+"""A short, single-line ``repr`` of a reply's text or object (the chat core's)."""
+
 TOOL_NAME = "record_verdict"
-EXCERPT = 200
-
-
-class VerdictProblem(Exception):
-    """The judge's reply does not fit the verdict schema; the message says why, with an excerpt."""
-
-
-def excerpt(value: Any, limit: int = EXCERPT) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 def verdict_schema(scale: str) -> dict[str, Any]:
