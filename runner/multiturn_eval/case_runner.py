@@ -43,6 +43,7 @@ from .grading.evaluators import evaluate_standard, run_code_grader
 from .grading.matchers import RegexBudget
 from .grading.response_checks import evaluate_response_check, no_reply
 from .grading.tool_assertions import check_conversation_tools, check_turn_tools
+from .replies import checked_reply
 from .results import (
     CaseResult,
     MetricResult,
@@ -54,7 +55,6 @@ from .results import (
     sum_usages,
     turn_passed,
 )
-from .sanitize import checked_reply
 from .suite import CodeEvaluation, JudgeEvaluation, StandardEvaluation, TestCase, Turn
 from .types import (
     CaseContext,

@@ -20,16 +20,21 @@ Roll-up (SPEC 6.4):
 ``outcome`` refines ``passed`` for reporters: ``error`` means the case failed
 because of an infrastructure problem (backend error, timeout, broken session)
 rather than a failed check; JUnit writes those as ``<error>``.
+
+The top rung of the ladder ``errors``, ``sanitize`` -> ``types`` -> ``results``
+(see :mod:`multiturn_eval.types`): it imports ``types`` alone, and re-exports the
+:class:`~multiturn_eval.types.MetricResult` defined there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .types import TokenUsage, ToolInvocation
+from .types import MetricResult as MetricResult  # re-exported: a report model like the rest
+from .types import TokenUsage, ToolInvocation, omitted_when_none
 
 SCHEMA_VERSION = "1"
 
@@ -38,40 +43,6 @@ Outcome = Literal["passed", "failed", "error", "skipped"]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-def _is_none(value: object) -> bool:
-    return value is None
-
-
-def omitted_when_none(description: str | None = None) -> Any:
-    """An optional field that ``report.json`` leaves out while it is None.
-
-    Every field added to the report after 1.0 uses it, so a run that does not use
-    the feature writes the very bytes it wrote before (and readers of 1.0 reports
-    keep working): ``Field(default=None, exclude_if=...)``, honoured by pydantic's
-    serialiser and by the fallback walker in :mod:`multiturn_eval.sanitize`.
-    """
-    return Field(default=None, exclude_if=_is_none, description=description)
-
-
-class MetricResult(_Model):
-    """One metric on one turn, or rolled up over a test case's turns."""
-
-    metric_name: str
-    kind: Literal["standard", "code", "judge"]
-    score: float | None = None
-    threshold: float | None = None
-    passed: bool
-    error: str | None = None
-    """Set when the metric could not be computed (a grader raised): the metric fails."""
-    reason: str | None = None
-    details: dict[str, Any] | None = None
-    scope: Literal["conversation"] | None = omitted_when_none(
-        "'conversation' for a test case's conversation-level checks (conversation_evaluations, "
-        "conversation_tools), run once on the whole conversation; absent on per-turn metrics "
-        "and on their roll-up."
-    )
 
 
 class ArgMatchDetail(_Model):

@@ -29,7 +29,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError
-from ..sanitize import checked_reply, safe_repr
+from ..replies import checked_reply
+from ..sanitize import safe_repr
 from ..types import CaseContext, TurnFile, TurnReply
 from ..usercode import THREADS, error_text, note_traceback
 
