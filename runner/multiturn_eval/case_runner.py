@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .errors import BackendError, FatalBackendError, FatalRunError, SessionError
+from .errors import BackendError, FatalBackendError, MultiturnEvalError, SessionError
 from .grading.conversation import conversation_turns, evaluate_conversation
 from .grading.evaluators import evaluate_standard, run_code_grader
 from .grading.matchers import RegexBudget
@@ -82,6 +82,20 @@ MAX_CONSECUTIVE_SESSION_ERRORS = 2
 CLOSE_TIMEOUT = 10.0
 #: the same while the run is being interrupted
 INTERRUPTED_CLOSE_TIMEOUT = 0.5
+
+
+class FatalRunError(MultiturnEvalError):
+    """Raised out of the case runner when the whole run must stop; carries the case's result.
+
+    Here, not in :mod:`multiturn_eval.errors`, because it carries a
+    :class:`~multiturn_eval.results.CaseResult` (``errors`` imports nothing of the
+    package); the scheduler catches it.
+    """
+
+    def __init__(self, result: CaseResult, message: str) -> None:
+        super().__init__(message)
+        self.result = result
+        self.message = message
 
 
 def user_tracebacks(raised: Tracebacks) -> list[UserTraceback] | None:

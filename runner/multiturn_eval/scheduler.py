@@ -41,8 +41,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .backends.base import Backend
-from .case_runner import CaseRunner, build_case_result, not_run_result, unanswered_turn
-from .errors import FatalRunError
+from .case_runner import (
+    CaseRunner,
+    FatalRunError,
+    build_case_result,
+    not_run_result,
+    unanswered_turn,
+)
 from .loader import LoadedSuite
 from .results import CaseResult, aggregate_runs
 from .settings import RunSettings
