@@ -252,8 +252,8 @@ def merge_to_dir(
     ConfigError (exit 2) when refused or the directory cannot be written;
     nothing is written then.
     """
-    from .reports.redact import Redactor
     from .reports.writer import write_reports
+    from .secrets import Redactor
     from .settings import REPORT_FORMATS
 
     report = merge_reports(load_shards(expand_reports(patterns)), allow_partial=allow_partial)

@@ -35,8 +35,9 @@ import time
 from typing import TextIO
 
 from ..results import CaseResult, Report, TurnResult, UserTraceback
+from ..secrets import Redactor
 from . import _view as v
-from .redact import Redactor, strip_control
+from .escape import strip_control
 
 _BAR_WIDTH = 24
 #: characters of a traceback line shown (a line of source or a message; the reports keep it all)

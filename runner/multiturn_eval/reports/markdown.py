@@ -6,7 +6,7 @@ table, each failing test case in a ``<details>`` block with a per-turn table,
 the passing test cases as one line, and links to the workflow run.
 
 **Agent text is hostile.** Responses, tool arguments, inputs and names are
-escaped by :func:`md_text`, which is safe both inside a table cell and inside
+escaped by :func:`~.escape.md_text`, which is safe both inside a table cell and inside
 raw HTML (``<summary>``), because it uses only HTML character references:
 
 - ``& < >`` and every character Markdown or GFM gives meaning inline
@@ -42,7 +42,6 @@ repeats render exactly as before.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +52,7 @@ import jinja2
 from ..results import BaselineComparison, CaseChange, CaseResult, RegradeInfo, Report, TurnResult
 from ..spend import dollars
 from . import _view as v
+from .escape import md_text
 
 MAX_CHARS = 60_000
 """The comment stays strictly below this (GitHub's hard limit is 65,536)."""
@@ -81,61 +81,6 @@ class _Limits:
 
 _NORMAL = _Limits(input=300, expected=300, got=600, tools=300, check=400, checks=4, rows=24)
 _TIGHT = _Limits(input=80, expected=80, got=160, tools=100, check=160, checks=2, rows=6)
-
-# --------------------------------------------------------------------------- escaping
-
-_ZWSP = "\u200b"
-_DEFUSE = re.compile(r"@|#(?=[0-9])|\b[Gg][Hh]-(?=[0-9])|://|\b[Ww][Ww][Ww](?=\.)")
-_ESCAPES = str.maketrans(
-    {
-        "&": "&amp;",
-        "<": "&lt;",
-        ">": "&gt;",
-        "\\": "&#92;",
-        "`": "&#96;",
-        "*": "&#42;",
-        "_": "&#95;",
-        "[": "&#91;",
-        "]": "&#93;",
-        "|": "&#124;",
-        "~": "&#126;",
-        "$": "&#36;",
-        "\t": " ",
-        "\n": "<br>",
-        "\u2028": "<br>",
-        "\u2029": "<br>",
-        # bidi embeddings, overrides and isolates could reorder the rest of a line
-        **dict.fromkeys(
-            ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068"],
-            None,
-        ),
-        "\u2069": None,
-    }
-)
-
-
-def _defuse(match: re.Match[str]) -> str:
-    text = match.group()
-    if text == "://":
-        return ":" + _ZWSP + "//"
-    return text + _ZWSP
-
-
-def md_text(text: object, limit: int | None = None, *, where: str = "report.html") -> str:
-    """Untrusted text -> inert Markdown/HTML text for a table cell or ``<summary>``."""
-    raw = text if isinstance(text, str) else str(text)
-    if limit is not None and len(raw) > 2 * limit + 256:
-        # clean only what can be shown (a 100 KB reply in 2,000 failures adds up);
-        # the count left out is then approximate by the control characters it held
-        value, _ = v.cut(v.clean(raw[: 2 * limit + 256]), limit)
-        left = len(raw) - len(value)
-    else:
-        value = v.clean(raw)
-        value, left = v.cut(value, limit) if limit is not None else (value, 0)
-    escaped = _DEFUSE.sub(_defuse, value).translate(_ESCAPES)
-    if left:
-        escaped += f" <i>… [{left:,} more characters cut; the whole text is in {where}]</i>"
-    return escaped
 
 
 def _code(text: object, limit: int | None = None) -> str:
