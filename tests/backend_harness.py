@@ -8,7 +8,7 @@ from typing import Any
 
 from multiturn_eval.case_runner import case_context
 from multiturn_eval.errors import BackendError
-from multiturn_eval.loader import LoadedSuite
+from multiturn_eval.loaded import LoadedSuite
 from multiturn_eval.types import TurnFile, TurnReply
 
 Message = str | tuple[str, list[TurnFile]]

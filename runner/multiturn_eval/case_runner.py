@@ -41,7 +41,7 @@ from .errors import BackendError, FatalBackendError, MultiturnEvalError, Session
 from .grading.conversation import conversation_turns, evaluate_conversation
 from .grading.evaluators import evaluate_standard, run_code_grader
 from .grading.matchers import RegexBudget
-from .grading.response_checks import evaluate_response_check, no_reply
+from .grading.response_checks import evaluate_response_check, no_reply, suite_validator
 from .grading.tool_assertions import check_conversation_tools, check_turn_tools
 from .replies import checked_reply
 from .results import (
@@ -71,7 +71,7 @@ from .usercode import Tracebacks, collect_tracebacks, error_text, guarded, watch
 if TYPE_CHECKING:
     from .backends.base import Backend, Session
     from .grading.judges import ConversationJudging, JudgeResult
-    from .loader import LoadedSuite
+    from .loaded import LoadedSuite
     from .settings import RunSettings
 
 #: marks the label of async user code that ignored its cancellation (see usercode.guarded)
@@ -448,7 +448,7 @@ class CaseRunner:
                         evaluation,
                         reply.response,
                         budget=budget,
-                        validator=self.loaded.schema_validator(evaluation),
+                        validator=suite_validator(self.loaded, evaluation),
                     )
                 )
             elif turn.ground_truth is not None:
@@ -477,13 +477,13 @@ class CaseRunner:
     async def _judge(
         self, turn_index: int, turn: Turn, reply: TurnReply, spec: JudgeEvaluation
     ) -> JudgeResult:
-        from .grading.judges import judge_turn
+        from .grading.judges import JudgeTexts, judge_turn
         from .grading.recorded import JudgeKey
 
         suite = self.loaded.suite
         return await judge_turn(
             spec,
-            texts=self.loaded.judge_texts,
+            texts=JudgeTexts(self.loaded.judge_files),
             levels=(suite.judge, self.case.judge, turn.judge),
             env=self.env,
             pricing=suite.pricing,
@@ -546,11 +546,11 @@ class CaseRunner:
                 check_conversation_tools(self.case.conversation_tools, ctx)
             )
         if any(isinstance(e, JudgeEvaluation) for e in evaluations):
-            from .grading.judges import ConversationJudging
+            from .grading.judges import ConversationJudging, JudgeTexts
 
             suite = self.loaded.suite
             self._judging = ConversationJudging(
-                texts=self.loaded.judge_texts,
+                texts=JudgeTexts(self.loaded.judge_files),
                 levels=(suite.judge, self.case.judge),
                 env=self.env,
                 pricing=suite.pricing,

@@ -21,14 +21,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import functools
 import gc
 import json
 import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +34,10 @@ from pydantic import ValidationError
 
 from .errors import ConfigError, ConfigIssue, YamlSyntaxError
 from .grading.evaluators import parse_ground_truth_number
-from .grading.judges.evaluate import JudgeTexts
 from .grading.judges.prompt import template_problem
 from .grading.judges.service import PACKAGES, JudgeConfigProblem, merge_levels, resolve
 from .imports import add_import_paths, one_argument_problem, resolve_callable
+from .loaded import LoadedSuite
 from .pricing import judge_provider
 from .secrets import is_secret_name, is_secret_value
 from .suite import (
@@ -53,98 +51,11 @@ from .suite import (
     JudgeEvaluation,
     StandardEvaluation,
     Suite,
-    TestCase,
-    Turn,
 )
 from .tools import tool_definition_issues
 from .yaml_source import Path_, YamlDocument, parse_yaml
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-@dataclass
-class LoadedSuite:
-    """A validated suite with everything resolved that the run needs."""
-
-    path: Path
-    display_path: str
-    """The file as reports show it: relative to the working directory when inside it."""
-    suite: Suite
-    document: YamlDocument
-    instructions: str | None
-    graders: dict[str, Callable[..., Any]] = field(default_factory=dict)
-    """grader reference -> the imported callable"""
-    tools: list[Callable[..., Any]] = field(default_factory=list)
-    """one callable per ``agent.tools`` entry, same order"""
-    factory: Callable[..., Any] | None = None
-    secrets: set[str] = field(default_factory=set)
-    warnings: list[str] = field(default_factory=list)
-    judge_texts: JudgeTexts = field(default_factory=lambda: JudgeTexts({}))
-    """The judges' ``rubric_file`` / ``prompt_file`` texts, read at load (as written -> text)."""
-    judge_endpoints: set[tuple[str, str | None, str, str | None]] = field(default_factory=set)
-    """(backend, base_url, api_key, api_version) of every judge the suite calls: their
-    clients are built before the run (as the agent backends' are)."""
-    judge_models: dict[tuple[str, str], tuple[str | int, ...]] = field(default_factory=dict)
-    """Every (judge model, provider whose prices apply) the suite calls -> where it is first
-    used (``--max-cost`` needs their prices, :func:`multiturn_eval.spend.price_issues`)."""
-    json_schemas: dict[str, Any] = field(default_factory=dict)
-    """``schema_file`` (as written) -> the JSON Schema read from it at load"""
-    _validators: dict[int, Any] = field(default_factory=dict, repr=False)
-    given_dir: Path = Path()
-    """The suite's directory as the command line gave it (relative paths stay relative)."""
-
-    def schema_validator(self, evaluation: StandardEvaluation) -> Any | None:
-        """The jsonschema validator of a ``metric: json`` evaluation (None: no schema)."""
-        schema = (
-            self.json_schemas.get(evaluation.schema_file)
-            if evaluation.schema_file is not None
-            else evaluation.json_schema
-        )
-        if schema is None:
-            return None
-        key = id(evaluation)
-        if key not in self._validators:
-            from .grading.response_checks import schema_validator
-
-            self._validators[key] = schema_validator(schema)
-        return self._validators[key]
-
-    @property
-    def name(self) -> str:
-        return self.suite.name or self.path.stem
-
-    @property
-    def base_dir(self) -> Path:
-        """The suite's directory, absolute (``path`` is resolved when the suite loads)."""
-        return self.path.parent
-
-    def shown(self, name: str | Path) -> Path:
-        """A file of the suite's, as messages name it: under the suite path as given."""
-        return self.given_dir / name
-
-    @functools.cached_property
-    def agent_mapping(self) -> dict[str, Any]:
-        """The ``agent:`` block as plain data for CaseContext.agent (without the API key)."""
-        return self.suite.agent.model_dump(mode="json", exclude={"api_key"})
-
-    def case_name(self, index: int) -> str:
-        return self.suite.test_cases[index].name or f"test_case_{index}"
-
-    def case_line(self, index: int) -> int | None:
-        return self.document.line_of(("test_cases", index))
-
-    def turn_line(self, case_index: int, turn_index: int) -> int | None:
-        case = self.suite.test_cases[case_index]
-        if case.is_legacy:
-            return self.document.line_of(("test_cases", case_index, "input"))
-        return self.document.line_of(("test_cases", case_index, "turns", turn_index))
-
-    def evaluations_for(self, case: TestCase, turn: Turn) -> list[Evaluation]:
-        """The innermost level that defines any: turn, else test case, else suite."""
-        for level in (turn.evaluations, case.evaluations, self.suite.evaluations):
-            if level is not None:
-                return [e for e in level if not (isinstance(e, CodeEvaluation) and not e.enabled)]
-        return []
 
 
 def display_path(path: Path) -> str:
@@ -699,7 +610,7 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
                                 "(e.g. metric: equality)",
                             )
                         )
-    loaded.judge_texts = JudgeTexts(judge_files)
+    loaded.judge_files = judge_files
     return issues
 
 

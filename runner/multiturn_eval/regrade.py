@@ -59,7 +59,7 @@ from .types import TokenUsage
 if TYPE_CHECKING:
     from .environment import RunEnvironment
     from .interrupts import InterruptGuard
-    from .loader import LoadedSuite
+    from .loaded import LoadedSuite
     from .run import RunOptions, RunOutcome
     from .settings import RunSettings
 

@@ -42,10 +42,10 @@ from .secrets import Redactor, secrets_in
 if TYPE_CHECKING:
     from .backends.base import Backend
     from .grading.judges.service import JudgeService
-    from .loader import LoadedSuite
+    from .loaded import LoadedSuite, PlannedSuite
     from .reports.console import Console
     from .results import CaseResult, Report
-    from .scheduler import PlannedSuite, RunState
+    from .scheduler import RunState
     from .settings import RunSettings
     from .sharding import ShardSpec
 
@@ -520,8 +520,9 @@ class _Pipeline:
     def plan(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
         """Load, validate and select (``-k``, ``--tag``, ``--rerun-failed``, ``--shard``)."""
         from .backends.base import backend_issue
+        from .loaded import PlannedSuite
         from .loader import display_path, load_suites
-        from .scheduler import PlannedSuite, Selection
+        from .scheduler import Selection
         from .settings import resolve_settings
 
         expanded = expand_suites(paths)

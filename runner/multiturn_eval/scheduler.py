@@ -48,9 +48,8 @@ from .case_runner import (
     not_run_result,
     unanswered_turn,
 )
-from .loader import LoadedSuite
+from .loaded import LoadedSuite, PlannedSuite
 from .results import CaseResult, aggregate_runs
-from .settings import RunSettings
 
 
 @dataclass(frozen=True)
@@ -75,13 +74,6 @@ class Selection:
             for i, case in enumerate(loaded.suite.test_cases)
             if self.matches(loaded.case_name(i), case.tags)
         ]
-
-
-@dataclass
-class PlannedSuite:
-    loaded: LoadedSuite
-    settings: RunSettings
-    indices: list[int]
 
 
 OnResult = Callable[[CaseResult], None]

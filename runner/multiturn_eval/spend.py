@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING
 from .errors import ConfigIssue
 
 if TYPE_CHECKING:
+    from .loaded import PlannedSuite
     from .results import CaseResult
-    from .scheduler import PlannedSuite
 
 #: backends whose cost the runner computes from the price table
 PRICED_BACKENDS = frozenset({"anthropic", "semantic-kernel", "openai"})

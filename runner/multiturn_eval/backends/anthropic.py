@@ -97,7 +97,7 @@ from .files import PDF_TYPE, file_kind
 from .wire import MAX_ITEMS, find_problem, is_int, json_type, parsed_body, response_hook
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
     from ..settings import RunSettings
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"

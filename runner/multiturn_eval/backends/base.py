@@ -20,7 +20,7 @@ from ..errors import ConfigError, ConfigIssue
 from ..types import CaseContext, TurnFile, TurnReply
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
     from ..settings import RunSettings
 
 

@@ -124,7 +124,7 @@ from .wire import (
 )
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
     from ..settings import RunSettings
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

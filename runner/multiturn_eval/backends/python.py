@@ -35,7 +35,7 @@ from ..types import CaseContext, TurnFile, TurnReply
 from ..usercode import THREADS, error_text, note_traceback
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
     from ..settings import RunSettings
 
 

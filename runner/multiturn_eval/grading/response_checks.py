@@ -38,6 +38,7 @@ import time
 import unicodedata
 from typing import Any
 
+from ..loaded import LoadedSuite
 from ..results import MetricResult
 from ..suite import StandardEvaluation
 from .evaluators import standard_result
@@ -336,3 +337,21 @@ def schema_validator(schema: Any) -> Any:
 
     cls: Any = jsonschema.validators.validator_for(schema)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def suite_validator(loaded: LoadedSuite, evaluation: StandardEvaluation) -> Any | None:
+    """The validator of a ``metric: json`` evaluation of ``loaded`` (None: no schema).
+
+    Compiled once per evaluation and kept on the suite, as the loader read its schema.
+    """
+    schema = (
+        loaded.json_schemas.get(evaluation.schema_file)
+        if evaluation.schema_file is not None
+        else evaluation.json_schema
+    )
+    if schema is None:
+        return None
+    key = id(evaluation)
+    if key not in loaded.schema_validators:
+        loaded.schema_validators[key] = schema_validator(schema)
+    return loaded.schema_validators[key]

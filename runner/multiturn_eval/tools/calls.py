@@ -30,7 +30,7 @@ from ..usercode import abort_text, note_traceback
 from .definition import Tool, quote_value
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
 
 
 def _jsonable(value: Any) -> Any:
