@@ -53,7 +53,7 @@ from .suite import (
     Suite,
 )
 from .tools import tool_definition_issues
-from .yaml_source import Path_, YamlDocument, parse_yaml
+from .yaml_source import Path_, YamlDocument, format_path, parse_yaml
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -66,16 +66,6 @@ def display_path(path: Path) -> str:
 
 
 # ------------------------------------------------------------------------ locations
-
-
-def _format_path(path: Sequence[str | int]) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
 
 
 class _Locator:
@@ -103,7 +93,7 @@ class _Locator:
             file=self.file,
             line=self.doc.line_of(path),
             test_case=test_case,
-            field=_format_path(rest) or None,
+            field=format_path(rest) or None,
         )
 
 
@@ -711,7 +701,7 @@ def _check_judges(
                         f"the judge '{evaluation.metric_name}' has use_ground_truth: true, but "
                         "this turn has no ground_truth",
                     )
-                note = f" (for {_format_path(turn_path)})" if level_path[0] == "evaluations" else ""
+                note = f" (for {format_path(turn_path)})" if level_path[0] == "evaluations" else ""
                 check(evaluation, (suite.judge, case.judge, turn.judge), (*level_path, j), note)
     return issues
 
@@ -732,7 +722,7 @@ def _read_schema(loaded: LoadedSuite, name: str) -> str | None:
     problem = json_schema_problem(schema)
     if problem is not None:
         where, why = problem
-        inside = f" at {_format_path(where)}" if where else ""
+        inside = f" at {format_path(where)}" if where else ""
         return f"{why}{inside}: {shown}"
     loaded.json_schemas[name] = schema
     return None
