@@ -264,17 +264,6 @@ class Regrader:
         )
 
 
-def flips_line(info: RegradeInfo) -> str:
-    """``regrade of report.json: 12 turns regraded; 2 passed -> failed, 1 failed -> passed; ...``"""
-    line = (
-        f"regrade of {info.file}: {info.turns_regraded:,} turn(s) regraded; "
-        f"{info.flipped_to_failed:,} passed -> failed, {info.flipped_to_passed:,} failed -> passed"
-    )
-    if info.turns_not_regradable:
-        line += f"; {info.turns_not_regradable:,} turn(s) not regradable"
-    return line
-
-
 def regrade(
     report_path: str,
     suites: Sequence[str] | None,

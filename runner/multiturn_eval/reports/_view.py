@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal, ParamSpec, TypeVar
 
-from ..results import CaseResult, Report, TurnResult
+from ..results import CaseResult, RegradeInfo, Report, TurnResult
 from ..types import TokenUsage, ToolInvocation
 
 TurnStatus = Literal["passed", "failed", "error", "skipped"]
@@ -61,6 +61,18 @@ STATUS_WORD: dict[str, str] = {
     "error": "error",
     "skipped": "skipped",
 }
+
+
+def flips_line(info: RegradeInfo) -> str:
+    """``regrade of report.json: 12 turns regraded; 2 passed -> failed, 1 failed -> passed; ...``"""
+    line = (
+        f"regrade of {info.file}: {info.turns_regraded:,} turn(s) regraded; "
+        f"{info.flipped_to_failed:,} passed -> failed, {info.flipped_to_passed:,} failed -> passed"
+    )
+    if info.turns_not_regradable:
+        line += f"; {info.turns_not_regradable:,} turn(s) not regradable"
+    return line
+
 
 # ------------------------------------------------------------------------ statuses
 

@@ -359,9 +359,7 @@ def _verdict(report: Report) -> tuple[str, str]:
 def _regrade_line(report: Report) -> str:
     if report.regrade is None:
         return ""
-    from ..regrade import flips_line
-
-    return " ".join([flips_line(report.regrade) + ".", *report.regrade.notes])
+    return " ".join([v.flips_line(report.regrade) + ".", *report.regrade.notes])
 
 
 def _baseline_view(
