@@ -238,7 +238,7 @@ class ToolSet:
                 UnknownToolError(f"no tool named {name!r}; available: {known}"),
                 started,
             )
-        return await tool.call(arguments, case, executor=self.executor)
+        return await call_tool(tool, arguments, case, executor=self.executor)
 
     def anthropic_tools(self, *, cache: bool = False) -> list[dict[str, Any]]:
         """Messages API ``tools``; ``cache`` marks the last one with ``cache_control``."""

@@ -15,8 +15,7 @@ import types
 import typing
 import warnings
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -33,9 +32,6 @@ from pydantic.json_schema import PydanticJsonSchemaWarning
 from ..errors import ToolArgumentError, ToolDefinitionError
 from ..types import CaseContext
 from .docstrings import parse_docstring
-
-if TYPE_CHECKING:
-    from .calls import ToolOutcome
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: how much of a bad argument value an error message quotes
@@ -272,18 +268,6 @@ class Tool:
         except ValidationError as exc:
             raise ToolArgumentError(_argument_error(exc)) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
-
-    async def call(
-        self,
-        arguments: Mapping[str, Any] | str | None,
-        case: CaseContext | None = None,
-        *,
-        executor: Executor | None = None,
-    ) -> ToolOutcome:
-        """Validate, run and record one call; never raises (except cancellation)."""
-        from .calls import call_tool
-
-        return await call_tool(self, arguments, case, executor=executor)
 
     # ----------------------------------------------------------------- provider shapes
 
