@@ -120,7 +120,7 @@ _PATTERN_WORDS = {
     CALLABLE_PATTERN: "must be of the form module.path:callable (e.g. my_agents.support:make_session)",
     URL_PATTERN: "must start with http:// or https://",
 }
-"""The patterns of suite.py's string fields, said in words (a regex helps nobody)."""
+"""The patterns of the suite models' string fields, said in words (a regex helps nobody)."""
 
 
 def _message(error: Mapping[str, Any], key: str | int | None) -> str:
