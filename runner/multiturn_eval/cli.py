@@ -318,7 +318,7 @@ def _print_config_error(exc: ConfigError, stream: TextIO) -> None:
 def cmd_validate(paths: Sequence[str], environment: RunEnvironment, out: TextIO) -> int:
     from .backends.base import backend_issue
     from .loader import load_suites
-    from .run import expand_suites
+    from .paths import expand_suites
 
     suites = load_suites(expand_suites(paths), environment.variables)
     issues = [issue for s in suites if (issue := backend_issue(s)) is not None]

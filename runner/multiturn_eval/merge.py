@@ -51,7 +51,7 @@ class MergeOutcome:
 
 def expand_reports(patterns: Sequence[str | Path]) -> list[Path]:
     """Report paths as given; a pattern with wildcards is globbed (sorted, recursive ``**``)."""
-    from .run import expand_paths
+    from .paths import expand_paths
 
     return expand_paths(patterns, "report")
 
@@ -225,10 +225,10 @@ def _merged_cap(shards: Sequence[tuple[str, Report]]) -> SpendCap | None:
 
 
 def exit_code(report: Report, fail_on: str = "failures") -> int:
-    """The merged verdict, by the rules of a run (:func:`multiturn_eval.run.exit_code_of`):
+    """The merged verdict, by the rules of a run (:func:`multiturn_eval.exit_codes.exit_code_of`):
     0 passed, 1 failed (or skipped, or stopped by a spend cap), 3 incomplete; with
     ``fail_on="regressions"`` and a baseline, 1 only on a regression."""
-    from .run import exit_code_of
+    from .exit_codes import exit_code_of
 
     return exit_code_of(report, fail_on)
 

@@ -565,9 +565,9 @@ class Action:
             return None
         try:
             from ..loader import display_path
+            from ..paths import expand_suites
             from ..reports.markdown import comment_marker
             from ..results import Report, RunInfo, summarize
-            from ..run import expand_suites
 
             paths = [display_path(p) for p in expand_suites(inputs.suites)]
         except Exception:  # the suite globs themselves are the problem, or no renderer
