@@ -115,3 +115,8 @@ def md_text(text: object, limit: int | None = None, *, where: str = "report.html
     if left:
         escaped += f" <i>… [{left:,} more characters cut; the whole text is in {where}]</i>"
     return escaped
+
+
+def md_code(text: object, limit: int | None = None) -> str:
+    """A file path or name in monospace, escaped like any other text (never a code span)."""
+    return f"<code>{md_text(text, limit)}</code>"
