@@ -25,7 +25,8 @@ from multiturn_eval.github.comment import (
 )
 from multiturn_eval.github.files import append_summary, format_output, write_outputs
 from multiturn_eval.github.inputs import INPUTS, env_name, read_inputs
-from multiturn_eval.results import CaseResult, MetricResult, Report, RunInfo, TurnResult, summarize
+from multiturn_eval.results import CaseResult, MetricResult, Report, RunInfo, TurnResult
+from multiturn_eval.rollup import summarize
 from tests.fakes.github_api import (
     FakeGitHub,
     Token,

@@ -21,7 +21,8 @@ import xmlschema
 
 from multiturn_eval import case_runner, usercode
 from multiturn_eval.reports.json_report import dump_json
-from multiturn_eval.results import CaseResult, MetricResult, TurnResult, rollup_metrics
+from multiturn_eval.results import CaseResult, MetricResult, TurnResult
+from multiturn_eval.rollup import rollup_metrics
 from multiturn_eval.sanitize import json_safe
 from multiturn_eval.settings import resolve_settings
 from multiturn_eval.types import ToolInvocation

@@ -3,7 +3,7 @@
 The merged report is the one an unsharded run of the same suites would have
 written, verdict for verdict: every shard's results, in suite order (the
 order of ``run.suites``, then the test case's index in its file), the summary
-recomputed from them (:func:`multiturn_eval.results.summarize`).
+recomputed from them (:func:`multiturn_eval.rollup.summarize`).
 
 Refused (a configuration error naming the files, exit 2):
 
@@ -38,7 +38,8 @@ from typing import Any, TextIO
 
 from .errors import ConfigError, ConfigIssue, ReportFormatError
 from .exit_codes import EXIT_OK
-from .results import CaseResult, Report, RunInfo, SpendCap, summarize
+from .results import CaseResult, Report, RunInfo, SpendCap
+from .rollup import summarize
 
 
 @dataclass

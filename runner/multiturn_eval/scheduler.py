@@ -16,7 +16,7 @@ the ``parallel_test_cases`` workers pull them from one queue, so with
 ``-p`` > 1 the runs of one case overlap, and at most ``-p`` sessions are open
 at once whatever K is. Each run is its own :class:`CaseRunner`, so its own
 fresh session. When the K runs of a case are in, they are rolled into one
-result (:func:`multiturn_eval.results.aggregate_runs`) and reported; a case
+result (:func:`multiturn_eval.rollup.aggregate_runs`) and reported; a case
 interrupted part-way is reported over the runs that finished (with a warning
 and ``repeat.planned_runs``), a case none of whose runs finished as not run.
 With K = 1 nothing of this applies: one run, reported as it is.
@@ -49,7 +49,8 @@ from .case_runner import (
     unanswered_turn,
 )
 from .loaded import LoadedSuite, PlannedSuite
-from .results import CaseResult, aggregate_runs
+from .results import CaseResult
+from .rollup import aggregate_runs
 
 
 @dataclass(frozen=True)

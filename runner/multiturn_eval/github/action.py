@@ -567,7 +567,8 @@ class Action:
             from ..loader import display_path
             from ..paths import expand_suites
             from ..reports.markdown import comment_marker
-            from ..results import Report, RunInfo, summarize
+            from ..results import Report, RunInfo
+            from ..rollup import summarize
 
             paths = [display_path(p) for p in expand_suites(inputs.suites)]
         except Exception:  # the suite globs themselves are the problem, or no renderer

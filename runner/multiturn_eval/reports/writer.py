@@ -31,7 +31,8 @@ from typing import TextIO
 
 from .._version import __version__
 from ..environment import RunEnvironment
-from ..results import CaseResult, GitHubRun, Report, RunInfo, summarize
+from ..results import CaseResult, GitHubRun, Report, RunInfo
+from ..rollup import summarize
 from ..secrets import Redactor
 from .json_report import dump_json
 
