@@ -511,7 +511,7 @@ def test_hand_back_chowns_what_was_written_to_the_workspace_owner(
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "keep.txt").write_text("x")
-    start = action_module._first_missing(ws / "out" / "reports", ws)  # before the run
+    start = action_module.first_missing(ws / "out" / "reports", ws)  # before the run
     assert start == ws / "out"
     (ws / "out" / "reports").mkdir(parents=True)
     (ws / "out" / "reports" / "report.json").write_text("{}")
