@@ -27,6 +27,12 @@ Misbehaving user code stays inside its test case (see :mod:`.usercode`):
   was abandoned") and the run goes on without it.
 - A bug in the runner itself while a case runs (it should not happen) fails
   that test case with ``internal error: ...`` instead of the run.
+
+One job, kept whole (about 700 lines): a case's session, its turns, their
+grading and its conversation-level checks share the case's state (results so
+far, consecutive session errors, tracebacks, the judges of the conversation),
+and the rules above are about how those steps follow each other. The checks
+themselves are in :mod:`.grading`, the verdicts in :mod:`.rollup`.
 """
 
 from __future__ import annotations
