@@ -7,6 +7,7 @@ graph, the exception tree) without importing it.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,3 +34,12 @@ def modules(package_dir: Path = PACKAGE_DIR) -> dict[str, Module]:
         name = ".".join(parts)
         found[name] = Module(name, path, is_package, ast.parse(path.read_text(), str(path)))
     return found
+
+
+def write_package(root: Path, files: Mapping[str, str]) -> dict[str, Module]:
+    """A package ``multiturn_eval`` of ``files`` (path -> text) under ``root``, parsed."""
+    for name, text in files.items():
+        path = root / "multiturn_eval" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return modules(root / "multiturn_eval")

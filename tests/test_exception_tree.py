@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.package_source import Module, modules
+from tests.package_source import Module, modules, write_package
 
 BUILTIN_EXCEPTIONS = {
     name
@@ -156,16 +156,8 @@ def test_a_pending_class_is_still_missing(name: str) -> None:
 # ---------------------------------------------------------------- the walk, on its own
 
 
-def _package(root: Path, files: Mapping[str, str]) -> dict[str, Module]:
-    for name, text in files.items():
-        path = root / "multiturn_eval" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return modules(root / "multiturn_eval")
-
-
 def test_the_walk_finds_exceptions_by_their_bases(tmp_path: Path) -> None:
-    found = _package(
+    found = write_package(
         tmp_path,
         {
             "__init__.py": "",

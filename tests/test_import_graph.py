@@ -15,14 +15,13 @@ line of each import.
 from __future__ import annotations
 
 import ast
-import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.package_source import Module, modules
+from tests.package_source import Module, modules, write_package
 
 ROOT = "multiturn_eval"
 
@@ -184,14 +183,6 @@ def test_the_walk_sees_the_package_layers() -> None:
 # ---------------------------------------------------------------- the walk, on its own
 
 
-def _package(root: Path, files: Mapping[str, str]) -> dict[str, Module]:
-    for name, text in files.items():
-        path = root / "multiturn_eval" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return modules(root / "multiturn_eval")
-
-
 @pytest.mark.parametrize(
     "statement",
     [
@@ -208,7 +199,7 @@ def _package(root: Path, files: Mapping[str, str]) -> dict[str, Module]:
     ],
 )
 def test_every_kind_of_import_closes_a_circle(tmp_path: Path, statement: str) -> None:
-    found = _package(
+    found = write_package(
         tmp_path,
         {"__init__.py": "", "a.py": statement + "\n", "b.py": "from .a import other\n"},
     )
@@ -219,7 +210,7 @@ def test_every_kind_of_import_closes_a_circle(tmp_path: Path, statement: str) ->
 
 
 def test_relative_imports_resolve_from_packages_and_parents(tmp_path: Path) -> None:
-    found = _package(
+    found = write_package(
         tmp_path,
         {
             "__init__.py": "",
@@ -234,7 +225,7 @@ def test_relative_imports_resolve_from_packages_and_parents(tmp_path: Path) -> N
 
 
 def test_a_long_circle_is_printed_in_order(tmp_path: Path) -> None:
-    found = _package(
+    found = write_package(
         tmp_path,
         {
             "__init__.py": "",
@@ -255,7 +246,7 @@ def test_a_long_circle_is_printed_in_order(tmp_path: Path) -> None:
 
 
 def test_imports_outside_the_package_and_of_itself_are_no_edges(tmp_path: Path) -> None:
-    found = _package(
+    found = write_package(
         tmp_path,
         {
             "__init__.py": "",

@@ -54,7 +54,7 @@ from ..results import CaseResult, RegradeInfo, Report, TurnResult
 from ..spend import dollars
 from . import _view as v
 from .escape import md_code, md_text
-from .md_comparison import delta_row, render_comparison
+from .md_comparison import TotalsRow, delta_row, render_comparison
 
 MAX_CHARS = 60_000
 """The comment stays strictly below this (GitHub's hard limit is 65,536)."""
@@ -123,13 +123,7 @@ class _CompactRow:
 
 
 @dataclass
-class _Totals:
-    cases: str
-    turns: str
-    pass_rate: str
-    tokens: str
-    cost: str
-    duration: str
+class _Totals(TotalsRow):
     extra_rows: list[Any] = field(default_factory=list)
     """Room for a baseline-delta row (SPEC 6.7, later)."""
     repeat_head: str = ""

@@ -19,7 +19,9 @@ from .escape import md_code, md_text
 
 
 @dataclass
-class DeltaRow:
+class TotalsRow:
+    """A row of the totals table: this run's totals, or the change against the baseline."""
+
     cases: str
     turns: str
     pass_rate: str
@@ -33,9 +35,9 @@ def _counts_text(counts: dict[str, int]) -> str:
     return ", ".join(shown) or "none"
 
 
-def delta_row(comparison: BaselineComparison) -> DeltaRow:
+def delta_row(comparison: BaselineComparison) -> TotalsRow:
     """The totals table's second row: this run minus the baseline."""
-    return DeltaRow(
+    return TotalsRow(
         cases=f"<b>Δ vs baseline</b>: {_counts_text(comparison.counts)}",
         turns=_counts_text(
             {k: n for k, n in comparison.turn_counts.items() if k in ("regressed", "fixed")}
@@ -126,6 +128,26 @@ def _other_row(c: CaseChange) -> str:
 
 _OTHERS = ("still_failing", "within_noise", "still_passing", "new", "removed", "not_run")
 
+#: the sections with a heading of their own: (change, title, table head, row, rows, characters)
+_SECTIONS: tuple[tuple[str, str, str, Callable[[CaseChange], str], int, int], ...] = (
+    (
+        "regressed",
+        "🔻 Regressions",
+        "| Test case | Turn (before → after) | Case | What fails now |\n|:--|:--|:--|:--|\n",
+        _regressed_row,
+        _MAX_REGRESSED,
+        _BUDGET_REGRESSED,
+    ),
+    (
+        "fixed",
+        "🔺 Fixed",
+        "| Test case | Turn (before → after) | Case |\n|:--|:--|:--|\n",
+        _fixed_row,
+        _MAX_FIXED,
+        _BUDGET_FIXED,
+    ),
+)
+
 
 def render_comparison(comparison: BaselineComparison) -> str:
     """Regressions first (turn, before → after, the failing check), then fixed, the rest folded.
@@ -137,20 +159,11 @@ def render_comparison(comparison: BaselineComparison) -> str:
     for change in comparison.cases:
         by.setdefault(change.change, []).append(change)
     parts: list[str] = []
-    regressed = by.get("regressed", [])
-    if regressed:
-        head = (
-            f"#### 🔻 Regressions vs baseline ({len(regressed):,})\n\n"
-            "| Test case | Turn (before → after) | Case | What fails now |\n|:--|:--|:--|:--|\n"
-        )
-        parts.append(_table(regressed, _regressed_row, head, _MAX_REGRESSED, _BUDGET_REGRESSED))
-    fixed = by.get("fixed", [])
-    if fixed:
-        head = (
-            f"#### 🔺 Fixed vs baseline ({len(fixed):,})\n\n"
-            "| Test case | Turn (before → after) | Case |\n|:--|:--|:--|\n"
-        )
-        parts.append(_table(fixed, _fixed_row, head, _MAX_FIXED, _BUDGET_FIXED))
+    for kind, title, columns, row, most, budget in _SECTIONS:
+        changes = by.get(kind, [])
+        if changes:
+            head = f"#### {title} vs baseline ({len(changes):,})\n\n{columns}"
+            parts.append(_table(changes, row, head, most, budget))
     # the most telling first: what still fails, then what is new, gone or not run
     rest = [
         c
