@@ -98,18 +98,24 @@ KINDS = (
 )
 
 
+@pytest.fixture
+def suite_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``tmp_path`` as the working directory, holding ``suite.yaml`` (SUITE); agents reset."""
+    monkeypatch.chdir(tmp_path)
+    agents.reset()
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    return tmp_path
+
+
 @pytest.mark.parametrize("source", ["-o", "--report-dir", "MULTITURN_EVAL_REPORT_DIR"])
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.usefixtures("suite_dir")
 def test_an_unusable_report_dir_is_exit_2_before_any_agent_call(
     kind: str,
     source: str,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    agents.reset()
-    (tmp_path / "suite.yaml").write_text(SUITE)
     with contextlib.ExitStack() as stack:
         where = bad_dir(kind, tmp_path, stack)
         before = tree(tmp_path)
@@ -130,24 +136,18 @@ def test_an_unusable_report_dir_is_exit_2_before_any_agent_call(
         assert not Path(where).exists()
 
 
-def test_an_empty_report_dir_option_is_exit_2(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    agents.reset()
-    (tmp_path / "suite.yaml").write_text(SUITE)
+@pytest.mark.usefixtures("suite_dir")
+def test_an_empty_report_dir_option_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["run", "suite.yaml", "-o", " "], env={}) == 2
     assert "-o/--report-dir ' ': give a directory" in capsys.readouterr().err
     assert agents.OPENED == []
 
 
+@pytest.mark.usefixtures("suite_dir")
 def test_a_missing_nested_report_dir_is_created(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # the check must not refuse what it can make (so the failures above are not just "absent")
-    monkeypatch.chdir(tmp_path)
-    agents.reset()
-    (tmp_path / "suite.yaml").write_text(SUITE)
     assert cli.main(["run", "suite.yaml", "-o", "a/b/c"], env={}) == 0
     assert (tmp_path / "a" / "b" / "c" / "report.json").is_file()
     assert agents.OPENED == ["one"]
@@ -276,17 +276,13 @@ USAGE = [
 
 
 @pytest.mark.parametrize(("args", "option", "says"), USAGE, ids=lambda v: repr(v))
+@pytest.mark.usefixtures("suite_dir")
 def test_a_bad_option_value_is_one_line_naming_the_option_once(
     args: list[str],
     option: str,
     says: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    agents.reset()
-    (tmp_path / "suite.yaml").write_text(SUITE)
     with pytest.raises(SystemExit) as raised:
         cli.main(["run", "suite.yaml", *args], env={})
     assert raised.value.code == 2
