@@ -27,6 +27,7 @@ import pytest
 from multiturn_eval import cli
 from multiturn_eval.results import Report
 from tests import agents
+from tests.cli_probe import repo_env, run_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -226,16 +227,7 @@ def test_a_reader_that_closes_early_does_not_stop_the_run(
         f"{sys.executable} -m multiturn_eval run suite.yaml -o out 2>stderr.txt | head -1; "
         'exit "${PIPESTATUS[0]}"'
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")])}
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_command(["bash", "-c", command], tmp_path, repo_env())
     err = (tmp_path / "stderr.txt").read_text()
     assert done.returncode == verdict, err
     assert done.stdout == "multiturn-eval: 150 test cases from suite.yaml\n"
