@@ -37,9 +37,15 @@ def modules(package_dir: Path = PACKAGE_DIR) -> dict[str, Module]:
 
 
 def write_package(root: Path, files: Mapping[str, str]) -> dict[str, Module]:
-    """A package ``multiturn_eval`` of ``files`` (path -> text) under ``root``, parsed."""
+    """A package ``multiturn_eval`` of ``files`` (path -> text) under ``root``, parsed.
+
+    Every directory gets an empty ``__init__.py`` unless ``files`` gives one.
+    """
+    package = root / "multiturn_eval"
     for name, text in files.items():
-        path = root / "multiturn_eval" / name
+        path = package / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    return modules(root / "multiturn_eval")
+    for directory in [package, *(p for p in package.rglob("*") if p.is_dir())]:
+        (directory / "__init__.py").touch()
+    return modules(package)

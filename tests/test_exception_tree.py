@@ -157,24 +157,18 @@ def test_a_pending_class_is_still_missing(name: str) -> None:
 
 
 def test_the_walk_finds_exceptions_by_their_bases(tmp_path: Path) -> None:
-    found = write_package(
-        tmp_path,
-        {
-            "__init__.py": "",
-            "errors.py": "class Base(Exception): ...\nclass Plain: ...\n",
-            "deep/__init__.py": "",
-            "deep/inner.py": (
-                "from ..errors import Base\n"
-                "import httpx\n"
-                "class Child(Base): ...\n"
-                "class Grandchild(Child, dict): ...\n"
-                "class Wrapped(httpx.HTTPError): ...\n"
-                "class Stop(BaseException): ...\n"
-                "def f():\n    class Local(KeyError): ...\n"
-                "class NotOne(dict): ...\n"
-            ),
-        },
+    inner = (
+        "from ..errors import Base\n"
+        "import httpx\n"
+        "class Child(Base): ...\n"
+        "class Grandchild(Child, dict): ...\n"
+        "class Wrapped(httpx.HTTPError): ...\n"
+        "class Stop(BaseException): ...\n"
+        "def f():\n    class Local(KeyError): ...\n"
+        "class NotOne(dict): ...\n"
     )
+    errors = "class Base(Exception): ...\nclass Plain: ...\n"
+    found = write_package(tmp_path, {"errors.py": errors, "deep/inner.py": inner})
     got = {(c.name, c.module) for c in exception_classes(found)}
     assert got == {
         ("Base", "errors"),

@@ -199,10 +199,7 @@ def test_the_walk_sees_the_package_layers() -> None:
     ],
 )
 def test_every_kind_of_import_closes_a_circle(tmp_path: Path, statement: str) -> None:
-    found = write_package(
-        tmp_path,
-        {"__init__.py": "", "a.py": statement + "\n", "b.py": "from .a import other\n"},
-    )
+    found = write_package(tmp_path, {"a.py": statement + "\n", "b.py": "from .a import other\n"})
     assert circles(found) == [["multiturn_eval.a", "multiturn_eval.b"]]
     text = describe(circles(found)[0], import_edges(found), found)
     assert "multiturn_eval.a -> multiturn_eval.b" in text
@@ -210,31 +207,21 @@ def test_every_kind_of_import_closes_a_circle(tmp_path: Path, statement: str) ->
 
 
 def test_relative_imports_resolve_from_packages_and_parents(tmp_path: Path) -> None:
-    found = write_package(
-        tmp_path,
-        {
-            "__init__.py": "",
-            "core.py": "from .reports.view import facts\n",
-            "reports/__init__.py": "from .view import facts\n",
-            "reports/view.py": "from ..core import thing\n",
-        },
-    )
+    files = {
+        "core.py": "from .reports.view import facts\n",
+        "reports/__init__.py": "from .view import facts\n",
+        "reports/view.py": "from ..core import thing\n",
+    }
+    found = write_package(tmp_path, files)
     assert circles(found) == [["multiturn_eval.core", "multiturn_eval.reports.view"]]
     edges = {(e.source, e.target) for e in import_edges(found)}
     assert ("multiturn_eval.reports", "multiturn_eval.reports.view") in edges
 
 
 def test_a_long_circle_is_printed_in_order(tmp_path: Path) -> None:
-    found = write_package(
-        tmp_path,
-        {
-            "__init__.py": "",
-            "a.py": "from . import b\n",
-            "b.py": "from . import c\n",
-            "c.py": "\n\nfrom .a import x\n",
-            "d.py": "from . import a\n",  # imports into the circle, not part of it
-        },
-    )
+    # d imports into the circle, but is not part of it
+    files = {"a.py": "from . import b\n", "b.py": "from . import c\n", "d.py": "from . import a\n"}
+    found = write_package(tmp_path, {**files, "c.py": "\n\nfrom .a import x\n"})
     [component] = circles(found)
     assert component == ["multiturn_eval.a", "multiturn_eval.b", "multiturn_eval.c"]
     text = describe(component, import_edges(found), found)
@@ -246,14 +233,8 @@ def test_a_long_circle_is_printed_in_order(tmp_path: Path) -> None:
 
 
 def test_imports_outside_the_package_and_of_itself_are_no_edges(tmp_path: Path) -> None:
-    found = write_package(
-        tmp_path,
-        {
-            "__init__.py": "",
-            "a.py": "import json\nimport multiturn_eval_extra\nfrom . import a\n",
-            "b.py": "from .a import x\n",
-        },
-    )
+    a = "import json\nimport multiturn_eval_extra\nfrom . import a\n"
+    found = write_package(tmp_path, {"a.py": a, "b.py": "from .a import x\n"})
     assert circles(found) == []
     assert [(e.source, e.target) for e in import_edges(found)] == [
         ("multiturn_eval.b", "multiturn_eval.a")
