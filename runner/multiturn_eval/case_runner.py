@@ -50,8 +50,8 @@ from .grading.matchers import RegexBudget
 from .grading.response_checks import evaluate_response_check, no_reply, suite_validator
 from .grading.tool_assertions import check_conversation_tools, check_turn_tools
 from .replies import checked_reply
-from .results import CaseResult, MetricResult, TurnResult, UserTraceback
-from .rollup import case_verdict, rollup_metrics, sum_costs, sum_usages, turn_passed
+from .results import CaseResult, MetricResult, TurnResult, UserTraceback, sum_costs, sum_usages
+from .rollup import case_verdict, rollup_metrics, turn_passed
 from .suite import CodeEvaluation, JudgeEvaluation, StandardEvaluation, TestCase, Turn
 from .types import (
     CaseContext,

@@ -44,8 +44,8 @@ from .comparison import _keyed
 from .errors import ConfigError, ConfigIssue, ReportFormatError
 from .grading.recorded import RECORDED_JUDGEMENTS, JudgeKey
 from .reports.reader import load_report
-from .results import CaseResult, MetricResult, RegradeInfo, Report, TurnResult
-from .rollup import case_verdict, rollup_metrics, sum_costs
+from .results import CaseResult, MetricResult, RegradeInfo, Report, TurnResult, sum_costs
+from .rollup import case_verdict, rollup_metrics
 from .types import TokenUsage
 
 if TYPE_CHECKING:

@@ -2,7 +2,8 @@
 
 ``report.json`` is these models serialised (its schema is generated from them);
 every reporter reads them and only formats. The rules that decide pass/fail and
-every total are in :mod:`multiturn_eval.rollup`, decided there once.
+every total are in :mod:`multiturn_eval.rollup`, decided there once; the two sums
+every total is made of (:func:`sum_costs`, :func:`sum_usages`) are here.
 
 ``outcome`` refines ``passed`` for reporters: ``error`` means the case failed
 because of an infrastructure problem (backend error, timeout, broken session)
@@ -15,6 +16,7 @@ The top rung of the ladder ``errors``, ``sanitize`` -> ``types`` -> ``results``
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -469,3 +471,19 @@ class Report(_Model):
     )
     results: list[CaseResult]
     """Last: ``report.json`` is written case by case after the fields above."""
+
+
+# The two sums every total is made of (the roll-up rules in rollup.py use them, and so
+# do the case runner, regrade and the simulated user's accounting).
+
+
+def sum_costs(costs: Iterable[float | None]) -> float | None:
+    """The sum of the known costs; None when none is known."""
+    known = [c for c in costs if c is not None]
+    return sum(known) if known else None
+
+
+def sum_usages(usages: Iterable[TokenUsage | None]) -> TokenUsage | None:
+    """The element-wise sum of the usages given; None when every one is None (no judge ran)."""
+    known = [u for u in usages if u is not None]
+    return TokenUsage.sum(known) if known else None

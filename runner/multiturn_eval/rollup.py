@@ -35,6 +35,8 @@ from .results import (
     TurnCounts,
     TurnPassCount,
     TurnResult,
+    sum_costs,
+    sum_usages,
 )
 from .types import TokenUsage
 
@@ -78,17 +80,6 @@ def rollup_metrics(turns: Iterable[TurnResult]) -> list[MetricResult]:
             )
         )
     return rolled
-
-
-def sum_costs(costs: Iterable[float | None]) -> float | None:
-    known = [c for c in costs if c is not None]
-    return sum(known) if known else None
-
-
-def sum_usages(usages: Iterable[TokenUsage | None]) -> TokenUsage | None:
-    """The element-wise sum of the usages given; None when every one is None (no judge ran)."""
-    known = [u for u in usages if u is not None]
-    return TokenUsage.sum(known) if known else None
 
 
 def case_verdict(
