@@ -36,10 +36,11 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,14 +116,19 @@ def write_suite(path: Path, setup: Setup, cases: int, turns: int, url: str) -> N
 
 
 @contextmanager
-def fake_server(command: list[str] | None) -> Iterator[str]:
+def fake_server(command: list[str] | None, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Start a fake server (``command`` prints its base URL first), yield the URL, stop it.
+
+    ``env``: the server's environment (default: this one, with the repository on
+    ``PYTHONPATH``). No command: no server, the URL is empty.
+    """
     if command is None:
         yield ""
         return
     proc = subprocess.Popen(
         command,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=dict(env) if env is not None else {**os.environ, "PYTHONPATH": str(ROOT)},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -131,12 +137,25 @@ def fake_server(command: list[str] | None) -> Iterator[str]:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         if not url.startswith("http"):
-            raise SystemExit(f"fake server did not start: {command}")
+            raise SystemExit(f"fake server did not start: {' '.join(command)}")
         yield url
     finally:
         if proc.stdin is not None:
             proc.stdin.close()
         proc.wait(timeout=10)
+
+
+def child_json(code: str, env: Mapping[str, str], cwd: Path | None = None, what: str = "") -> Any:
+    """Run ``python -c code`` (a measurement in a fresh interpreter): its last line, as JSON.
+
+    A child that fails ends the benchmark with its stderr (``what`` names it).
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=dict(env), capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{what}exit {out.returncode}\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 CHILD = """
@@ -163,16 +182,9 @@ def measure(name: str, cases: int, turns: int, parallel: int) -> dict[str, float
         write_suite(work / "suite.yaml", setup, cases, turns, url)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         env.update({k: v.replace("{url}", url) for k, v in (setup.env or {}).items()})
-        out = subprocess.run(
-            [sys.executable, "-c", CHILD.format(parallel=parallel)],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
+        data: dict[str, float] = child_json(
+            CHILD.format(parallel=parallel), env, cwd=work, what=f"{name}: "
         )
-        if out.returncode != 0:
-            raise SystemExit(f"{name}: exit {out.returncode}\n{out.stderr}")
-        data: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     if data["passed"] != data["turns"]:
         raise SystemExit(
             f"{name}: only {data['passed']}/{data['turns']} turns passed: {data['errors']}"

@@ -32,18 +32,16 @@ Numbers go in ``bench/README.md`` ("LLM judges"); nothing here is asserted in te
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.backends import ROOT, fake_server
+from bench.backends import ROOT, child_json, fake_server
 
 API_KEY = "sk-ant-test-key-0123456789"
 
@@ -96,22 +94,20 @@ asyncio.run(main())
 """
 
 
-def sdk_floor(calls: int, parallel: int, url: str, transport: str) -> dict[str, float]:
-    env = {
+def judge_env(url: str) -> dict[str, str]:
+    """The child's environment: the repository importable, the fake judge as Anthropic."""
+    return {
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "ANTHROPIC_API_KEY": API_KEY,
         "ANTHROPIC_BASE_URL": url,
     }
-    out = subprocess.run(
-        [sys.executable, "-c", FLOOR.format(calls=calls, parallel=parallel, transport=transport)],
-        env=env,
-        capture_output=True,
-        text=True,
+
+
+def sdk_floor(calls: int, parallel: int, url: str, transport: str) -> dict[str, float]:
+    data: dict[str, float] = child_json(
+        FLOOR.format(calls=calls, parallel=parallel, transport=transport), judge_env(url)
     )
-    if out.returncode != 0:
-        raise SystemExit(f"exit {out.returncode}\n{out.stderr}")
-    data: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return data
 
 
@@ -136,22 +132,9 @@ def measure(cases: int, turns: int, parallel: int, url: str, judged: bool) -> di
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         write_suite(work / "suite.yaml", cases, turns, judged)
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "ANTHROPIC_API_KEY": API_KEY,
-            "ANTHROPIC_BASE_URL": url,
-        }
-        out = subprocess.run(
-            [sys.executable, "-c", CHILD.format(parallel=parallel)],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
+        data: dict[str, float] = child_json(
+            CHILD.format(parallel=parallel), judge_env(url), cwd=work
         )
-    if out.returncode != 0:
-        raise SystemExit(f"exit {out.returncode}\n{out.stderr}")
-    data: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     if data["passed"] != data["turns"]:
         raise SystemExit(f"only {data['passed']}/{data['turns']} turns passed: {data['errors']}")
     return data

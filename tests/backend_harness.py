@@ -10,7 +10,8 @@ from typing import Any
 
 from multiturn_eval.case_runner import case_context
 from multiturn_eval.errors import BackendError
-from multiturn_eval.loader import LoadedSuite, load_suite
+from multiturn_eval.loaded import LoadedSuite
+from multiturn_eval.loader import load_suite
 from multiturn_eval.settings import RunSettings
 from multiturn_eval.types import TurnFile, TurnReply
 

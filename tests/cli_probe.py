@@ -1,4 +1,4 @@
-"""Run a probe script in a fresh interpreter, as a user's shell would start the CLI."""
+"""Run the CLI, a probe script or a benchmark as a user's shell would: a fresh process."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,38 @@ ROOT = Path(__file__).resolve().parent.parent
 #: variables of this environment a probe never inherits (keys, endpoints, proxies)
 SCRUBBED = ("ANTHROPIC_", "OPENAI_", "AZURE_OPENAI_", "MULTITURN_EVAL_")
 PROXIES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+def run_command(
+    argv: Sequence[str],
+    cwd: Path = ROOT,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` in ``cwd``, its output captured as text; a non-zero exit is the caller's to check."""
+    return subprocess.run(
+        list(argv),
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def run_bench(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``bench/<script>`` with this interpreter, from the repository (a harness's --quick run)."""
+    return run_command([sys.executable, str(ROOT / "bench" / script), *args], timeout=timeout)
+
+
+def repo_env(**extra: str) -> dict[str, str]:
+    """This environment with the repository and ``runner/`` importable, plus ``extra``."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")]),
+        **extra,
+    }
 
 
 def run_probe(
@@ -28,15 +61,7 @@ def run_probe(
     }
     full_env["PYTHONPATH"] = str(ROOT)
     full_env.update(env or {})
-    done = subprocess.run(
-        [sys.executable, "-c", script, *argv],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_command([sys.executable, "-c", script, *argv], cwd, full_env)
     line = next((x for x in done.stdout.splitlines() if x.startswith("PROBE ")), None)
     assert line is not None, done.stdout + done.stderr
     result: dict[str, Any] = json.loads(line[len("PROBE ") :])

@@ -19,12 +19,9 @@ from multiturn_eval.results import (
     Report,
     RunInfo,
     TurnResult,
-    case_outcome,
-    rollup_metrics,
     sum_costs,
-    summarize,
-    turn_passed,
 )
+from multiturn_eval.rollup import case_outcome, rollup_metrics, summarize, turn_passed
 from multiturn_eval.types import TokenUsage, ToolInvocation
 
 GOLDEN_DIR = Path(__file__).parent / "golden"

@@ -25,7 +25,8 @@ from multiturn_eval.github.comment import (
 )
 from multiturn_eval.github.files import append_summary, format_output, write_outputs
 from multiturn_eval.github.inputs import INPUTS, env_name, read_inputs
-from multiturn_eval.results import CaseResult, MetricResult, Report, RunInfo, TurnResult, summarize
+from multiturn_eval.results import CaseResult, MetricResult, Report, RunInfo, TurnResult
+from multiturn_eval.rollup import summarize
 from tests.fakes.github_api import (
     FakeGitHub,
     Token,
@@ -510,7 +511,7 @@ def test_hand_back_chowns_what_was_written_to_the_workspace_owner(
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "keep.txt").write_text("x")
-    start = action_module._first_missing(ws / "out" / "reports", ws)  # before the run
+    start = action_module.first_missing(ws / "out" / "reports", ws)  # before the run
     assert start == ws / "out"
     (ws / "out" / "reports").mkdir(parents=True)
     (ws / "out" / "reports" / "report.json").write_text("{}")

@@ -578,7 +578,7 @@ def test_a_bad_fail_on_input_exits_2(runner: Runner) -> None:  # noqa: F811
 def test_exit_codes_combine(
     regressed: bool, failed: bool, complete: bool, fail_on: str, code: int
 ) -> None:
-    from multiturn_eval.run import exit_code_of
+    from multiturn_eval.exit_codes import exit_code_of
 
     before = report([_case(0, "a", True), _case(1, "b", not failed)])
     after = report([_case(0, "a", not regressed), _case(1, "b", not failed)], complete=complete)

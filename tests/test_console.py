@@ -6,8 +6,9 @@ import io
 import re
 
 from multiturn_eval.reports.console import Console
-from multiturn_eval.reports.redact import Redactor, strip_control
+from multiturn_eval.reports.escape import strip_control
 from multiturn_eval.results import Report
+from multiturn_eval.secrets import Redactor
 
 from .reports_fixtures import (
     case,

@@ -11,7 +11,6 @@ program grader with a step reused from an earlier turn -- passes.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli_probe import run_command
 from tests.fakes.anthropic_server import (
     API_KEY,
     FakeAnthropic,
@@ -87,15 +87,7 @@ def test_claude_suite_runs_one_dialogue_through_the_anthropic_backend(
         "run",
         "examples/convfinqa/suite-claude.yaml",
     ]
-    done = subprocess.run(
-        [*command, "-k", CASE, "-o", str(report_dir), "--format", "json"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_command([*command, "-k", CASE, "-o", str(report_dir), "--format", "json"], REPO, env)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))
     (case,) = report["results"]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from multiturn_eval.reports.writer import RENDERERS
+from tests.cli_probe import run_command
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,14 +76,11 @@ def run_offline(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess
         "NO_NETWORK_MARKER": str(marker),
     }
     report_dir = tmp_path / "report"
-    result = subprocess.run(
+    result = run_command(
         [*main_command(), "run", "examples/convfinqa/suite.yaml", "-o", str(report_dir), *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
+        REPO,
+        env,
         timeout=300,
-        check=False,
     )
     assert marker.read_text(encoding="utf-8") == "loaded", "the network guard did not load"
     return result, report_dir
@@ -138,15 +136,7 @@ def test_scripts_demo_says_where_the_report_is_even_with_q(tmp_path: Path) -> No
             f"the reports are in {tmp_path / 'j'}/",
         ),
     ):
-        done = subprocess.run(
-            ["bash", str(REPO / "scripts" / "demo"), *args],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+        done = run_command(["bash", str(REPO / "scripts" / "demo"), *args], REPO, env, timeout=600)
         assert done.returncode == 1, done.stdout + done.stderr
         lines = done.stdout.splitlines()
         assert lines[-1] == f"== done (exit 1): {last}", lines[-3:]

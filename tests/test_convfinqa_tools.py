@@ -139,19 +139,8 @@ def test_arithmetic_errors_name_the_problem(
 
 
 def test_every_tool_has_a_docstring_and_type_hints() -> None:
-    for name in (
-        "lookup",
-        "add",
-        "subtract",
-        "multiply",
-        "divide",
-        "exp",
-        "greater",
-        "table_sum",
-        "table_average",
-        "table_max",
-        "table_min",
-    ):
+    assert len(tools.TOOL_NAMES) == 11
+    for name in tools.TOOL_NAMES:
         fn = getattr(tools, name)
         assert fn.__doc__ and "Args:" in fn.__doc__, name
         assert "return" in fn.__annotations__, name

@@ -120,6 +120,39 @@ def test_a_key_of_another_backend_says_where_it_belongs(project: Project) -> Non
     )
 
 
+def test_a_key_of_every_agent_names_the_agents_not_their_shared_base(project: Project) -> None:
+    error = one_error(project, "test_cases:\n  - input: x\n    tools: []\n")
+    assert error == (
+        "suite.yaml:6 test_cases[0] tools: 'tools' is not a key of a test case; it is a key of "
+        "the python agent (backend: python), the http agent (backend: http), the anthropic "
+        "agent (backend: anthropic), the semantic-kernel agent (backend: semantic-kernel), "
+        "the openai agent (backend: openai)"
+    )
+
+
+def test_the_key_hints_know_every_model_of_the_suite_format() -> None:
+    """suite.MODELS, which the hints walk, holds every public model of the suite package."""
+    import importlib
+    import pkgutil
+
+    from pydantic import BaseModel
+
+    from multiturn_eval import suite
+
+    defined = {
+        obj
+        for info in pkgutil.iter_modules(suite.__path__, suite.__name__ + ".")
+        for obj in vars(importlib.import_module(info.name)).values()
+        if isinstance(obj, type)
+        and issubclass(obj, BaseModel)
+        and obj.__module__.startswith(suite.__name__)
+        and not obj.__name__.startswith("_")
+    } | {suite.Suite}
+    assert len(defined) > 20
+    assert set(suite.MODELS) == defined
+    assert len(suite.MODELS) == len(defined)
+
+
 def test_an_unknown_key_is_never_suggested_as_itself() -> None:
     """Every key of the suite format, written where it is not valid, in every model."""
     from multiturn_eval import suite as models

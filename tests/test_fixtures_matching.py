@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from multiturn_eval.errors import BackendError, FixtureMissError
+from multiturn_eval.errors import BackendError
 from multiturn_eval.fixtures import (
     Change,
     read_fixture,
@@ -20,7 +20,7 @@ from multiturn_eval.fixtures import (
     use_cassette,
     with_fixtures,
 )
-from multiturn_eval.fixtures.cassette import Miss, exact_filter
+from multiturn_eval.fixtures.cassette import FixtureMissError, Miss, exact_filter
 from multiturn_eval.fixtures.format import RecordedResponse
 from multiturn_eval.scheduler import Selection
 from tests.cassettes import Clock, anthropic_body, call, reply, suite_fixtures, text_of

@@ -9,15 +9,13 @@ seeds); counts are printed to the terminal and recorded as test properties.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from bench.reliability import fuzz
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.cli_probe import run_bench
 
 
 @pytest.fixture
@@ -96,14 +94,7 @@ def test_fuzz_through_the_cli(
 def test_fuzz_harness_quick(
     record_property: Callable[[str, object], None], say: Callable[[str], None]
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "reliability" / "fuzz.py"), "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_bench("reliability/fuzz.py", "--quick", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     last = done.stdout.strip().splitlines()[-1]

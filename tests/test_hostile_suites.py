@@ -21,7 +21,8 @@ from multiturn_eval import yaml_source
 from multiturn_eval.errors import ConfigError
 from multiturn_eval.grading import matchers
 from multiturn_eval.grading.matchers import RegexBudget, check_tools, fuzzy_equal, match_value
-from multiturn_eval.loader import MAX_FILE_BYTES, load_suite
+from multiturn_eval.loader import load_suite
+from multiturn_eval.reading import MAX_FILE_BYTES
 from multiturn_eval.suite import ExpectedTool, RegexMatcher
 from multiturn_eval.types import ToolInvocation
 from multiturn_eval.yaml_source import MAX_DEPTH, parse_yaml

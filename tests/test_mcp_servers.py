@@ -844,7 +844,7 @@ def test_the_suite_model_rules_are_located_errors() -> None:
 
 def test_the_loader_locates_them_by_file_line_and_field() -> None:
     """As phase 2's suite.py will: the loader's own mapping of validation errors."""
-    from multiturn_eval.loader import _Locator, validation_issues
+    from multiturn_eval.locate import Locator, validation_issues
     from multiturn_eval.yaml_source import parse_yaml
 
     text = (
@@ -857,7 +857,7 @@ def test_the_loader_locates_them_by_file_line_and_field() -> None:
     doc = parse_yaml(text)
     with pytest.raises(ValidationError) as caught:
         _Agent.model_validate(doc.data)
-    (issue,) = validation_issues(caught.value, doc.data, _Locator("suite.yaml", doc))
+    (issue,) = validation_issues(caught.value, doc.data, Locator("suite.yaml", doc))
     assert str(issue) == (
         "suite.yaml:4 mcp_servers[1].name: MCP server name 'billing' is already used by "
         "mcp_servers[0]; give one of them a distinct 'name:'"

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from multiturn_eval.merge import merge_reports
-from multiturn_eval.results import CaseResult, Report, RunInfo, ShardInfo, summarize
+from multiturn_eval.results import CaseResult, Report, RunInfo, ShardInfo
+from multiturn_eval.rollup import summarize
 from multiturn_eval.sharding import ShardItem, assign, case_keys, split_id
 from tests.conftest import Project
 

@@ -21,7 +21,8 @@ import xmlschema
 
 from multiturn_eval import case_runner, usercode
 from multiturn_eval.reports.json_report import dump_json
-from multiturn_eval.results import CaseResult, MetricResult, TurnResult, rollup_metrics
+from multiturn_eval.results import CaseResult, MetricResult, TurnResult
+from multiturn_eval.rollup import rollup_metrics
 from multiturn_eval.sanitize import json_safe
 from multiturn_eval.settings import resolve_settings
 from multiturn_eval.types import ToolInvocation
@@ -511,16 +512,9 @@ def test_a_bad_grader_timeout_in_the_environment_is_a_config_error(raw: str) -> 
 
 def test_the_fault_harness_finds_no_fault() -> None:
     # bench/reliability/faults.py --quick: every family through the real CLI in a subprocess
-    import subprocess
-    import sys
+    from tests.cli_probe import run_bench
 
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "reliability" / "faults.py"), "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_bench("reliability/faults.py", "--quick")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     total = next(line for line in proc.stdout.splitlines() if line.startswith("| **total**"))
     cells = [c.strip() for c in total.strip("|").split("|")]

@@ -279,7 +279,8 @@ def test_a_literal_with_a_huge_int_is_compared_not_crashed(
 
 
 def test_an_errored_metric_counts_as_zero_in_the_summary_mean_for_legacy_cases() -> None:
-    from multiturn_eval.results import CaseResult, MetricResult, summarize
+    from multiturn_eval.results import CaseResult, MetricResult
+    from multiturn_eval.rollup import summarize
 
     def case(index: int, metric: MetricResult) -> CaseResult:
         return CaseResult(

@@ -5,21 +5,11 @@ Timings are figures for bench/reliability/README.md, never asserted here.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.cli_probe import run_bench
 
 
 def test_the_load_harness_quick_run_reports_every_case() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "reliability" / "load.py"), "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_bench("reliability/load.py", "--quick")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "INCOMPLETE" not in proc.stdout
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| new |")]

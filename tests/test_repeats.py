@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 import xmlschema
 
-from multiturn_eval.results import CaseResult, Report, aggregate_runs, gate_passed
+from multiturn_eval.results import CaseResult, Report
+from multiturn_eval.rollup import aggregate_runs, gate_passed
 from tests import agents, flaky_agents
 from tests.conftest import Project
 
@@ -415,7 +416,8 @@ def test_the_report_schema_accepts_repeated_and_single_run_reports(project: Proj
 
 
 def _run(passed: list[bool], cost: float | None = 0.5) -> CaseResult:
-    from multiturn_eval.results import TurnResult, case_outcome
+    from multiturn_eval.results import TurnResult
+    from multiturn_eval.rollup import case_outcome
 
     turns = [
         TurnResult(turn_index=i, input=f"t{i}", passed=p, errors=[] if p else ["bad"])

@@ -27,6 +27,7 @@ import pytest
 from multiturn_eval import cli
 from multiturn_eval.results import Report
 from tests import agents
+from tests.cli_probe import repo_env, run_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,18 +99,24 @@ KINDS = (
 )
 
 
+@pytest.fixture
+def suite_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``tmp_path`` as the working directory, holding ``suite.yaml`` (SUITE); agents reset."""
+    monkeypatch.chdir(tmp_path)
+    agents.reset()
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    return tmp_path
+
+
 @pytest.mark.parametrize("source", ["-o", "--report-dir", "MULTITURN_EVAL_REPORT_DIR"])
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.usefixtures("suite_dir")
 def test_an_unusable_report_dir_is_exit_2_before_any_agent_call(
     kind: str,
     source: str,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    agents.reset()
-    (tmp_path / "suite.yaml").write_text(SUITE)
     with contextlib.ExitStack() as stack:
         where = bad_dir(kind, tmp_path, stack)
         before = tree(tmp_path)
@@ -130,24 +137,18 @@ def test_an_unusable_report_dir_is_exit_2_before_any_agent_call(
         assert not Path(where).exists()
 
 
-def test_an_empty_report_dir_option_is_exit_2(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    agents.reset()
-    (tmp_path / "suite.yaml").write_text(SUITE)
+@pytest.mark.usefixtures("suite_dir")
+def test_an_empty_report_dir_option_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["run", "suite.yaml", "-o", " "], env={}) == 2
     assert "-o/--report-dir ' ': give a directory" in capsys.readouterr().err
     assert agents.OPENED == []
 
 
+@pytest.mark.usefixtures("suite_dir")
 def test_a_missing_nested_report_dir_is_created(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # the check must not refuse what it can make (so the failures above are not just "absent")
-    monkeypatch.chdir(tmp_path)
-    agents.reset()
-    (tmp_path / "suite.yaml").write_text(SUITE)
     assert cli.main(["run", "suite.yaml", "-o", "a/b/c"], env={}) == 0
     assert (tmp_path / "a" / "b" / "c" / "report.json").is_file()
     assert agents.OPENED == ["one"]
@@ -226,16 +227,7 @@ def test_a_reader_that_closes_early_does_not_stop_the_run(
         f"{sys.executable} -m multiturn_eval run suite.yaml -o out 2>stderr.txt | head -1; "
         'exit "${PIPESTATUS[0]}"'
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")])}
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_command(["bash", "-c", command], tmp_path, repo_env())
     err = (tmp_path / "stderr.txt").read_text()
     assert done.returncode == verdict, err
     assert done.stdout == "multiturn-eval: 150 test cases from suite.yaml\n"
@@ -276,17 +268,13 @@ USAGE = [
 
 
 @pytest.mark.parametrize(("args", "option", "says"), USAGE, ids=lambda v: repr(v))
+@pytest.mark.usefixtures("suite_dir")
 def test_a_bad_option_value_is_one_line_naming_the_option_once(
     args: list[str],
     option: str,
     says: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    agents.reset()
-    (tmp_path / "suite.yaml").write_text(SUITE)
     with pytest.raises(SystemExit) as raised:
         cli.main(["run", "suite.yaml", *args], env={})
     assert raised.value.code == 2

@@ -310,6 +310,7 @@ def test_third_party_readers_see_every_case_its_outcome_and_skip_reason(
     reader: str, which: str, tmp_path: Path
 ) -> None:
     from multiturn_eval.reports import _view as v
+    from multiturn_eval.reports.escape import xml_clean
 
     source = {
         "sample": sample_report,
@@ -324,5 +325,5 @@ def test_third_party_readers_see_every_case_its_outcome_and_skip_reason(
             outcome = "failed"
         first = v.first_failure(c)
         reason = (first.reason if first is not None else "failed") if outcome == "skipped" else None
-        expected.append((v.xml_clean(c.name), outcome, reason))
+        expected.append((xml_clean(c.name), outcome, reason))
     assert got == expected

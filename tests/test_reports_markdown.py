@@ -21,9 +21,9 @@ from multiturn_eval.reports.markdown import (
     md_text,
     render_markdown,
 )
-from multiturn_eval.reports.redact import Redactor
 from multiturn_eval.reports.writer import write_reports
 from multiturn_eval.results import Report
+from multiturn_eval.secrets import Redactor
 
 from .reports_fixtures import (
     GITHUB_ENV,

@@ -19,8 +19,6 @@ from __future__ import annotations
 import html
 import io
 import json
-import os
-import subprocess
 import sys
 import traceback
 import urllib.parse
@@ -33,6 +31,7 @@ import pytest
 from multiturn_eval.reports.markdown import md_text
 from multiturn_eval.run import RunOptions, run_suites
 from multiturn_eval.secrets import REDACTED, Redactor, encoded_forms, secrets_in
+from tests.cli_probe import repo_env, run_command
 from tests.fakes.anthropic_server import ApiError, FakeAnthropic, request_key, text, tool_uses
 from tests.fakes.github_api import FakeGitHub, Token, serve
 from tests.fakes.http_agent import AgentReply, FakeHttpAgent, Request, Response
@@ -225,19 +224,8 @@ def test_the_last_resort_handler_of_cli_entry_redacts_environment_secrets(
         "cli.main = broken\n"
         "cli.entry()\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")]),
-        "MY_API_KEY": ANTHROPIC_KEY,
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", program],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    done = run_command(
+        [sys.executable, "-c", program], tmp_path, repo_env(MY_API_KEY=ANTHROPIC_KEY), timeout=60
     )
     assert done.returncode == 3
     assert "RuntimeError: crashed with ***" in done.stderr, done.stderr

@@ -22,6 +22,7 @@ import pytest
 from bench.reliability.signals import ROOT, Trial, run_trial
 
 from multiturn_eval.results import Report
+from tests.cli_probe import run_bench
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/status").exists(), reason="needs Linux /proc (SigCgt)"
@@ -168,21 +169,8 @@ def test_a_third_signal_exits_at_once_while_report_json_is_still_being_written(
 
 
 def test_the_harness_prints_its_table_and_passes(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "reliability" / "signals.py"),
-            "--quick",
-            "--phases",
-            "running",
-            "--signals",
-            "SIGTERM",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    done = run_bench(
+        "reliability/signals.py", "--quick", "--phases", "running", "--signals", "SIGTERM"
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()

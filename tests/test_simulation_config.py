@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from multiturn_eval.loader import _Locator, validation_issues
+from multiturn_eval.locate import Locator, validation_issues
 from multiturn_eval.simulation import config
 from multiturn_eval.simulation.config import (
     CaseSimulation,
@@ -52,7 +52,7 @@ def load(
 ) -> tuple[list[str], list[CaseSimulation | None]]:
     """(every issue as the loader prints it, each case's plan)."""
     doc = parse_yaml(textwrap.dedent(text).lstrip("\n"))
-    locator = _Locator("suite.yaml", doc)
+    locator = Locator("suite.yaml", doc)
     try:
         suite = _Suite.model_validate(doc.data)
     except ValidationError as exc:

@@ -59,6 +59,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.backends import child_json, fake_server  # noqa: E402
 from bench.overhead.workload import DIALOGUES, dump, load, long_dialogues, write_suite  # noqa: E402
 
 BACKENDS = ("python", "openai", "semantic-kernel", "anthropic")
@@ -83,30 +84,14 @@ def child_env() -> dict[str, str]:
 
 @contextmanager
 def server(protocol: str | None, workload: Path, latency: float) -> Iterator[str]:
-    if protocol is None:
-        yield ""
-        return
-    proc = subprocess.Popen(
-        [
+    command = None
+    if protocol is not None:
+        command = [
             *(sys.executable, "-m", "bench.overhead.server", "--protocol", protocol),
             *("--workload", str(workload), "--latency", str(latency)),
-        ],
-        cwd=ROOT,
-        env=child_env(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http"):
-            raise SystemExit(f"the fake {protocol} server did not start")
+        ]
+    with fake_server(command, env=child_env()) as url:
         yield url
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(timeout=10)
 
 
 def control(url: str, path: str, method: str = "GET") -> dict[str, Any]:
@@ -238,16 +223,9 @@ def per_turn(backends: Sequence[str], tools: bool, turns: int = 6) -> None:
                 continue
             with server(PROTOCOL[backend], workload, 0.0) as url:
                 write_suite(work / "suite.yaml", chosen, backend, url, tools=tools, latency=0)
-                out = subprocess.run(
-                    [sys.executable, "-c", PER_TURN.format(turns=turns)],
-                    cwd=work,
-                    env=child_env(),
-                    capture_output=True,
-                    text=True,
+                cpu = child_json(
+                    PER_TURN.format(turns=turns), child_env(), cwd=work, what=f"{backend}: "
                 )
-            if out.returncode != 0:
-                raise SystemExit(f"{backend}: {out.stderr[-2000:]}")
-            cpu = json.loads(out.stdout.strip().splitlines()[-1])
             per_request = 2 if tools else 1
             cells = [
                 f"{statistics.median(c) / per_request * 1000:.2f}"

@@ -188,14 +188,21 @@ class Workload:
         return Slow(self.latency, reply) if self.latency > 0 else reply
 
 
-class WorkloadOpenAI(fo.FakeOpenAI):
+class _Serving:
+    """A fake provider that answers from the workload and takes the control requests."""
+
     def __init__(self, workload: Workload) -> None:
         super().__init__(self.respond, api_key=None)
         self.workload = workload
 
+    def respond(self, request: Request) -> Any:
+        raise NotImplementedError
+
     def check(self, request: Request) -> Any | None:
         return control(request, self.workload.stats) or super().check(request)
 
+
+class WorkloadOpenAI(_Serving, fo.FakeOpenAI):
     def respond(self, request: Request) -> Any:
         body = request.body
         messages = body["messages"]
@@ -217,14 +224,7 @@ class WorkloadOpenAI(fo.FakeOpenAI):
         return self.workload.later(reply)
 
 
-class WorkloadAnthropic(fa.FakeAnthropic):
-    def __init__(self, workload: Workload) -> None:
-        super().__init__(self.respond, api_key=None)
-        self.workload = workload
-
-    def check(self, request: Request) -> Any | None:
-        return control(request, self.workload.stats) or super().check(request)
-
+class WorkloadAnthropic(_Serving, fa.FakeAnthropic):
     def respond(self, request: Request) -> Any:
         body = request.body
         system, turns = anthropic_turns(body)

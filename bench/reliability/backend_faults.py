@@ -55,6 +55,8 @@ from tests.fakes import http_agent as fh  # noqa: E402
 from tests.fakes import openai_server as fo  # noqa: E402
 from tests.fakes._server import Drip, FakeServer, Huge, Request, Response, Slow  # noqa: E402
 
+from bench.reliability.tally import Tally  # noqa: E402
+
 BACKENDS = ("anthropic", "semantic-kernel", "http")
 FAMILIES = ("malformed", "storm", "slow headers", "slow drip", "huge slow body")
 TIMED = ("storm", "slow headers", "slow drip", "huge slow body")
@@ -168,14 +170,9 @@ def agent_block(kind: str, server: Any) -> str:
 
 
 @dataclass
-class Row:
+class Row(Tally):
     backend: str
     family: str
-    tried: int = 0
-    tracebacks: int = 0
-    hangs: int = 0
-    wrong_exit: int = 0
-    lost: int = 0
     past: list[float] = field(default_factory=list)
     examples: list[str] = field(default_factory=list)
 
@@ -281,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             for example in row.examples:
                 print(f"  {row.backend} / {row.family}: {example}")
-    bad = sum(r.tracebacks + r.hangs + r.wrong_exit + r.lost for r in rows)
+    bad = sum(r.faults() for r in rows)
     return 1 if bad else 0
 
 

@@ -44,6 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests import agents  # noqa: E402  (the misbehaving agents live with the tests)
 
+from bench.reliability.tally import Tally  # noqa: E402
+
 DEADLINE = 90.0
 """Seconds one run may take before it counts as a hang."""
 
@@ -61,21 +63,14 @@ class Family:
 
 
 @dataclass
-class Row:
+class Row(Tally):
     family: str
-    tried: int = 0
-    tracebacks: int = 0
-    hangs: int = 0
-    wrong_exit: int = 0
-    data_lost: int = 0
     bad_reports: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     def clean(self) -> bool:
-        return not (
-            self.tracebacks or self.hangs or self.wrong_exit or self.data_lost or self.bad_reports
-        )
+        return not (self.faults() or self.bad_reports)
 
 
 RAISES = [*agents.RAISES, "sys_exit", "sys_exit_3", "sys_exit_text"]
@@ -208,13 +203,13 @@ def run_once(family: Family, bad: list[dict[str, Any]], row: Row, workdir: Path)
         results = {r["name"]: r for r in report["results"]}
     except (OSError, ValueError, KeyError):
         row.bad_reports += 1
-        row.data_lost += len(names)
+        row.lost += len(names)
         row.wrong_exit += proc.returncode not in (0, 1)
         return
     for name in names:
         result = results.get(name)
         if result is None or (name.startswith("healthy") and not result["passed"]):
-            row.data_lost += 1
+            row.lost += 1
             row.notes.append(f"{name}: {'missing' if result is None else result['errors']}")
     failed = report["summary"]["failed"]
     if proc.returncode != (1 if failed else 0):
@@ -257,15 +252,15 @@ def render(rows: list[Row], seconds: float, quick: bool) -> str:
     for r in rows:
         lines.append(
             f"| {r.family} | {r.tried} | {r.tracebacks} | {r.hangs} | {r.wrong_exit} "
-            f"| {r.data_lost} | {r.bad_reports} | {r.seconds:.1f} |"
+            f"| {r.lost} | {r.bad_reports} | {r.seconds:.1f} |"
         )
     total = Row("total")
     for r in rows:
-        for name in ("tried", "tracebacks", "hangs", "wrong_exit", "data_lost", "bad_reports"):
+        for name in ("tried", "tracebacks", "hangs", "wrong_exit", "lost", "bad_reports"):
             setattr(total, name, getattr(total, name) + getattr(r, name))
     lines.append(
         f"| **total** | {total.tried} | {total.tracebacks} | {total.hangs} | {total.wrong_exit} "
-        f"| {total.data_lost} | {total.bad_reports} | {seconds:.1f} |"
+        f"| {total.lost} | {total.bad_reports} | {seconds:.1f} |"
     )
     for r in rows:
         for note in r.notes[:5]:

@@ -49,7 +49,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from multiturn_eval.errors import ConfigError  # noqa: E402
-from multiturn_eval.loader import MAX_FILE_BYTES, display_path, load_suites  # noqa: E402
+from multiturn_eval.loader import display_path, load_suites  # noqa: E402
+from multiturn_eval.reading import MAX_FILE_BYTES  # noqa: E402
 
 IN_PROCESS_LIMIT = 10.0
 """Seconds one in-process load may take before it counts as a hang."""

@@ -56,6 +56,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script
+    sys.path.insert(0, str(ROOT))
+
+from bench.reliability.tally import Tally  # noqa: E402
+
 PHASES = ("startup", "loading", "running", "blocked", "writing", "second")
 #: phases measured but not held to the contract (see the module's docstring)
 UNGUARDED = ("spawn",)
@@ -310,13 +315,8 @@ def run_trial(phase: str, signame: str, work: Path) -> Trial:
 
 
 @dataclass
-class Row:
+class Row(Tally):
     phase: str
-    tried: int = 0
-    tracebacks: int = 0
-    hangs: int = 0
-    wrong_exit: int = 0
-    lost: int = 0
     bad_reports: int = 0
     max_seconds: float = 0.0
     max_ready: float = 0.0

@@ -329,6 +329,13 @@ class BaselineSession:
         later, earlier = sorted(years[:2], reverse=True)
         return self._read(question, later), self._read(question, earlier)
 
+    def _two_numbers(self, question: str, years: Sequence[str]) -> tuple[float, float]:
+        """The numbers in the first and the second year named, in that order."""
+        first, second = self._read(question, years[0]), self._read(question, years[1])
+        if not (isinstance(first.value, float) and isinstance(second.value, float)):
+            raise _Stuck("Those cells are not numbers.")
+        return first.value, second.value
+
     # ------------------------------------------------------------------ answering
 
     def _answer(self, q: str) -> tuple[Answer, str]:
@@ -552,10 +559,7 @@ class BaselineSession:
             else:
                 a, b = self._last_two()
         elif len(years) >= 2:
-            first, second = self._read(q, years[0]), self._read(q, years[1])
-            if not (isinstance(first.value, float) and isinstance(second.value, float)):
-                raise _Stuck("Those cells are not numbers.")
-            a, b = first.value, second.value
+            a, b = self._two_numbers(q, years)
         else:
             a, b = self._last_two()
         value = self._op("divide", a, b)
@@ -565,10 +569,7 @@ class BaselineSession:
 
     def _greater(self, q: str, years: Sequence[str]) -> tuple[Answer, str]:
         if len(years) >= 2:
-            first, second = self._read(q, years[0]), self._read(q, years[1])
-            if not (isinstance(first.value, float) and isinstance(second.value, float)):
-                raise _Stuck("Those cells are not numbers.")
-            a, b = first.value, second.value
+            a, b = self._two_numbers(q, years)
         else:
             a, b = self._last_two()
         result = self._call("greater", a=a, b=b)

@@ -42,6 +42,8 @@ from typing import Any
 
 from multiturn_eval import GraderContext, GraderResult
 
+from .tools import numeric_text
+
 __all__ = [
     "ARITHMETIC_OPS",
     "COMMUTATIVE_OPS",
@@ -115,17 +117,13 @@ def parse_number(token: str) -> float:
         except ValueError:
             raise ProgramError(f"unknown constant {token!r}") from None
         return -number if negative else number
-    text = text.replace(",", "").replace("$", "").strip()
-    percent = text.endswith("%")
-    if percent:
-        text = text[:-1].strip()
     try:
-        number = float(text)
+        number = numeric_text(text)
     except ValueError:
         raise ProgramError(f"{token!r} is not a number, a constant or a step reference") from None
     if not math.isfinite(number):
         raise ProgramError(f"{token!r} is not a finite number")
-    return number / 100 if percent else number
+    return number
 
 
 def _split_steps(program: str) -> list[tuple[str, str]]:

@@ -92,6 +92,19 @@ class TableLookupError(LookupError):
 # ------------------------------------------------------------------------- numbers
 
 
+def numeric_text(text: str) -> float:
+    """Numeric text as written in filings: ``"1,234"``, ``"$5"``, ``"13.4%"`` (0.134).
+
+    ValueError when it is not a number (infinities and NaN are numbers here).
+    """
+    text = text.strip().replace(",", "").replace("$", "").strip()
+    percent = text.endswith("%")
+    if percent:
+        text = text[:-1].strip()
+    number = float(text)
+    return number / 100 if percent else number
+
+
 def _number(value: Any, name: str) -> float:
     """``value`` as a float; numeric text like ``"1,234"``, ``"$5"`` or ``"13.4%"`` too."""
     if isinstance(value, bool):
@@ -99,16 +112,10 @@ def _number(value: Any, name: str) -> float:
     if isinstance(value, int | float):
         number = float(value)
     elif isinstance(value, str):
-        text = value.strip().replace(",", "").replace("$", "").strip()
-        percent = text.endswith("%")
-        if percent:
-            text = text[:-1].strip()
         try:
-            number = float(text)
+            number = numeric_text(value)
         except ValueError:
             raise ValueError(f"{name} must be a number, got {value!r}") from None
-        if percent:
-            number /= 100
     elif isinstance(value, Mapping) and "value" in value:  # a lookup result passed back in
         return _number(value["value"], name)
     else:

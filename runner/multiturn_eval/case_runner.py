@@ -27,6 +27,12 @@ Misbehaving user code stays inside its test case (see :mod:`.usercode`):
   was abandoned") and the run goes on without it.
 - A bug in the runner itself while a case runs (it should not happen) fails
   that test case with ``internal error: ...`` instead of the run.
+
+One job, kept whole (about 700 lines): a case's session, its turns, their
+grading and its conversation-level checks share the case's state (results so
+far, consecutive session errors, tracebacks, the judges of the conversation),
+and the rules above are about how those steps follow each other. The checks
+themselves are in :mod:`.grading`, the verdicts in :mod:`.rollup`.
 """
 
 from __future__ import annotations
@@ -37,24 +43,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .errors import BackendError, FatalBackendError, FatalRunError, SessionError
+from .errors import BackendError, FatalBackendError, MultiturnEvalError, SessionError
 from .grading.conversation import conversation_turns, evaluate_conversation
 from .grading.evaluators import evaluate_standard, run_code_grader
 from .grading.matchers import RegexBudget
-from .grading.response_checks import evaluate_response_check, no_reply
+from .grading.response_checks import evaluate_response_check, no_reply, suite_validator
 from .grading.tool_assertions import check_conversation_tools, check_turn_tools
-from .results import (
-    CaseResult,
-    MetricResult,
-    TurnResult,
-    UserTraceback,
-    case_verdict,
-    rollup_metrics,
-    sum_costs,
-    sum_usages,
-    turn_passed,
-)
-from .sanitize import checked_reply
+from .replies import checked_reply
+from .results import CaseResult, MetricResult, TurnResult, UserTraceback, sum_costs, sum_usages
+from .rollup import case_verdict, rollup_metrics, turn_passed
 from .suite import CodeEvaluation, JudgeEvaluation, StandardEvaluation, TestCase, Turn
 from .types import (
     CaseContext,
@@ -71,7 +68,7 @@ from .usercode import Tracebacks, collect_tracebacks, error_text, guarded, watch
 if TYPE_CHECKING:
     from .backends.base import Backend, Session
     from .grading.judges import ConversationJudging, JudgeResult
-    from .loader import LoadedSuite
+    from .loaded import LoadedSuite
     from .settings import RunSettings
 
 #: marks the label of async user code that ignored its cancellation (see usercode.guarded)
@@ -82,6 +79,20 @@ MAX_CONSECUTIVE_SESSION_ERRORS = 2
 CLOSE_TIMEOUT = 10.0
 #: the same while the run is being interrupted
 INTERRUPTED_CLOSE_TIMEOUT = 0.5
+
+
+class FatalRunError(MultiturnEvalError):
+    """Raised out of the case runner when the whole run must stop; carries the case's result.
+
+    Here, not in :mod:`multiturn_eval.errors`, because it carries a
+    :class:`~multiturn_eval.results.CaseResult` (``errors`` imports nothing of the
+    package); the scheduler catches it.
+    """
+
+    def __init__(self, result: CaseResult, message: str) -> None:
+        super().__init__(message)
+        self.result = result
+        self.message = message
 
 
 def user_tracebacks(raised: Tracebacks) -> list[UserTraceback] | None:
@@ -434,7 +445,7 @@ class CaseRunner:
                         evaluation,
                         reply.response,
                         budget=budget,
-                        validator=self.loaded.schema_validator(evaluation),
+                        validator=suite_validator(self.loaded, evaluation),
                     )
                 )
             elif turn.ground_truth is not None:
@@ -463,13 +474,13 @@ class CaseRunner:
     async def _judge(
         self, turn_index: int, turn: Turn, reply: TurnReply, spec: JudgeEvaluation
     ) -> JudgeResult:
-        from .grading.judges import judge_turn
+        from .grading.judges import JudgeTexts, judge_turn
         from .grading.recorded import JudgeKey
 
         suite = self.loaded.suite
         return await judge_turn(
             spec,
-            texts=self.loaded.judge_texts,
+            texts=JudgeTexts(self.loaded.judge_files),
             levels=(suite.judge, self.case.judge, turn.judge),
             env=self.env,
             pricing=suite.pricing,
@@ -532,11 +543,11 @@ class CaseRunner:
                 check_conversation_tools(self.case.conversation_tools, ctx)
             )
         if any(isinstance(e, JudgeEvaluation) for e in evaluations):
-            from .grading.judges import ConversationJudging
+            from .grading.judges import ConversationJudging, JudgeTexts
 
             suite = self.loaded.suite
             self._judging = ConversationJudging(
-                texts=self.loaded.judge_texts,
+                texts=JudgeTexts(self.loaded.judge_files),
                 levels=(suite.judge, self.case.judge),
                 env=self.env,
                 pricing=suite.pricing,

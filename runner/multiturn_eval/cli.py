@@ -84,6 +84,18 @@ def build_parser() -> _Parser:
 
         return convert
 
+    # options that several commands take, alike
+    formats: dict[str, Any] = {
+        "type": typed(parse_formats),
+        "metavar": "LIST",
+        "help": "comma-separated: json,junit,markdown,html (default all)",
+    }
+    grader_timeout: dict[str, Any] = {
+        "type": typed(parse_positive_float),
+        "metavar": "S",
+        "help": "seconds one code grader may take on one turn (default 60)",
+    }
+
     parser = _Parser(
         prog="multiturn-eval",
         description="Conversation-level regression tests for LLM agents.",
@@ -106,12 +118,7 @@ def build_parser() -> _Parser:
         metavar="DIR",
         help="where reports go (default multiturn-eval-report/)",
     )
-    run.add_argument(
-        "--format",
-        type=typed(parse_formats),
-        metavar="LIST",
-        help="comma-separated: json,junit,markdown,html (default all)",
-    )
+    run.add_argument("--format", **formats)
     run.add_argument(
         "-k",
         "--filter",
@@ -137,12 +144,7 @@ def build_parser() -> _Parser:
         metavar="S",
         help="seconds opening a session may take (default 60)",
     )
-    run.add_argument(
-        "--grader-timeout",
-        type=typed(parse_positive_float),
-        metavar="S",
-        help="seconds one code grader may take on one turn (default 60)",
-    )
+    run.add_argument("--grader-timeout", **grader_timeout)
     run.add_argument(
         "--repeat",
         type=typed(parse_positive_int),
@@ -209,23 +211,13 @@ def build_parser() -> _Parser:
     regrade.add_argument(
         "-o", "--report-dir", metavar="DIR", required=True, help="where the new reports go"
     )
-    regrade.add_argument(
-        "--format",
-        type=typed(parse_formats),
-        metavar="LIST",
-        help="comma-separated: json,junit,markdown,html (default all)",
-    )
+    regrade.add_argument("--format", **formats)
     regrade.add_argument(
         "--rejudge",
         action="store_true",
         help="call LLM judges again instead of reusing the verdicts recorded in the report",
     )
-    regrade.add_argument(
-        "--grader-timeout",
-        type=typed(parse_positive_float),
-        metavar="S",
-        help="seconds one code grader may take on one turn (default 60)",
-    )
+    regrade.add_argument("--grader-timeout", **grader_timeout)
     regrade_verbosity = regrade.add_mutually_exclusive_group()
     regrade_verbosity.add_argument("-q", "--quiet", action="store_true", help="only the summary")
     regrade_verbosity.add_argument("-v", "--verbose", action="store_true", help="more detail")
@@ -244,12 +236,7 @@ def build_parser() -> _Parser:
         default="multiturn-eval-report",
         help="where the merged reports go (default multiturn-eval-report/)",
     )
-    merge.add_argument(
-        "--format",
-        type=typed(parse_formats),
-        metavar="LIST",
-        help="comma-separated: json,junit,markdown,html (default all)",
-    )
+    merge.add_argument("--format", **formats)
     merge.add_argument(
         "--allow-partial",
         action="store_true",
@@ -318,7 +305,7 @@ def _print_config_error(exc: ConfigError, stream: TextIO) -> None:
 def cmd_validate(paths: Sequence[str], environment: RunEnvironment, out: TextIO) -> int:
     from .backends.base import backend_issue
     from .loader import load_suites
-    from .run import expand_suites
+    from .paths import expand_suites
 
     suites = load_suites(expand_suites(paths), environment.variables)
     issues = [issue for s in suites if (issue := backend_issue(s)) is not None]

@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import get_args
+from typing import Any, get_args
 
 from .results import (
     BaselineComparison,
@@ -276,6 +276,29 @@ def _delta(before: float | None, after: float | None) -> TotalsDelta:
     return TotalsDelta(before=before, after=after, delta=delta)
 
 
+def _one_sided(case: CaseResult, occurrence: int, *, removed: bool = False) -> CaseChange:
+    """A case in one report only: new in this run, or (``removed``) only in the baseline."""
+    change: ChangeClass = "removed" if removed else "new"
+    verdict = _case_verdict(case).words(case.repeat is not None)
+    side: dict[str, Any] = (
+        {"baseline_index": case.index, "before": verdict}
+        if removed
+        else {
+            "index": case.index,
+            "after": verdict,
+            "failing_check": _case_failing_check(case) if not case.passed else None,
+        }
+    )
+    return CaseChange(
+        suite=case.suite,
+        name=case.name,
+        occurrence=occurrence,
+        change=change,
+        turns=[TurnChange(turn_index=t.turn_index, change=change) for t in case.all_turns()],
+        **side,
+    )
+
+
 def compare(
     current: Report,
     baseline: Report,
@@ -297,39 +320,10 @@ def compare(
     cases: list[CaseChange] = []
     for key, case in now.items():
         old = before.get(key)
-        if old is None:
-            cases.append(
-                CaseChange(
-                    suite=case.suite,
-                    name=case.name,
-                    occurrence=key[2],
-                    index=case.index,
-                    change="new",
-                    after=_case_verdict(case).words(case.repeat is not None),
-                    failing_check=_case_failing_check(case) if not case.passed else None,
-                    turns=[
-                        TurnChange(turn_index=t.turn_index, change="new") for t in case.all_turns()
-                    ],
-                )
-            )
-        else:
-            cases.append(_compare_case(case, old, key[2]))
+        cases.append(_one_sided(case, key[2]) if old is None else _compare_case(case, old, key[2]))
     for key, old in before.items():
         if key not in now:
-            cases.append(
-                CaseChange(
-                    suite=old.suite,
-                    name=old.name,
-                    occurrence=key[2],
-                    baseline_index=old.index,
-                    change="removed",
-                    before=_case_verdict(old).words(old.repeat is not None),
-                    turns=[
-                        TurnChange(turn_index=t.turn_index, change="removed")
-                        for t in old.all_turns()
-                    ],
-                )
-            )
+            cases.append(_one_sided(old, key[2], removed=True))
     counts = dict.fromkeys(CLASSES, 0)
     turn_counts = dict.fromkeys(CLASSES, 0)
     for change in cases:

@@ -36,8 +36,8 @@ from .exit_codes import EXIT_OK
 from .spend import dollars
 
 if TYPE_CHECKING:
+    from .loaded import PlannedSuite
     from .run import RunOptions
-    from .scheduler import PlannedSuite
 
 
 @dataclass(frozen=True)

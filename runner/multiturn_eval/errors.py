@@ -13,12 +13,14 @@
     │   │   └── McpServerCrashed        an MCP server died during a call (the turn fails)
     │   ├── TransientError              worth retrying (429, 529, 5xx, dropped connection)
     │   ├── FatalBackendError           nothing will work (bad API key): stop the run (exit 3)
-    │   ├── FixtureMissError            a model call the fixtures do not answer (never sent live)
+    │   ├── FixtureMissError            a model call the fixtures do not answer (never sent live;
+    │   │                               ``fixtures.cassette``, beside the ``Miss`` it carries)
     │   └── NotRegradable               regrade: the report holds no reply for this turn
     │                                   (raised by ``backends.replay``, a turn error)
     ├── TurnTimeout                     a turn ran past ``turn_timeout``
     ├── FatalRunError                   carries a case's result out of the case runner when
-    │                                   the whole run must stop (after a FatalBackendError)
+    │                                   the whole run must stop (after a FatalBackendError;
+    │                                   ``case_runner``, beside the result it carries)
     ├── ToolError                       the suite's Python tools
     │   ├── ToolDefinitionError         a callable cannot be a tool (a configuration error)
     │   ├── ToolClashError              two tools with one name (names both sources)
@@ -47,7 +49,15 @@ catches them, never leaving their module: ``backends.wire.ReplyProblem`` (and
 ``ReplyTooLarge``; a reply that is not the API's shape, translated into a
 ``BackendError`` by ``backends.chat.translate`` and the http backend), ``backends.http._StatusError`` and
 ``_Shape`` (the same for the http backend), ``usercode._Carried`` (a
-BaseException from a thread, carried to the awaiting task).
+BaseException from a thread, carried to the awaiting task),
+``fixtures.canonical._NotJson`` (NaN or Infinity in a body: not JSON, a ValueError
+like any other parse failure).
+
+Every class is defined in this module unless the tree names another (``FatalRunError``
+and ``FixtureMissError`` carry a result or a miss, types above this module: they are
+defined beside them). This module imports nothing of the package: it is the bottom
+rung, with :mod:`multiturn_eval.sanitize`, of the ladder ``errors``, ``sanitize`` ->
+``types`` -> ``results`` (see :mod:`multiturn_eval.types`).
 
 Only ``ConfigError`` and real bugs propagate out of a run: everything a backend
 or a grader raises is turned into a value (an error string on the turn) by
@@ -58,11 +68,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .fixtures.cassette import Miss
-    from .results import CaseResult
 
 
 class MultiturnEvalError(Exception):
@@ -149,18 +154,6 @@ class FatalBackendError(BackendError):
     """
 
 
-class FixtureMissError(BackendError):
-    """A model call that the fixtures do not answer and that may not be sent live.
-
-    ``miss`` says where the request left the recording (case, run, turn, side,
-    call, the first difference) and how to re-record it; ``str()`` is that message.
-    """
-
-    def __init__(self, miss: Miss | None, message: str | None = None) -> None:
-        super().__init__(message or (miss.message if miss is not None else "not in the fixtures"))
-        self.miss = miss
-
-
 class FixtureRefused(MultiturnEvalError):
     """A fixture that was not written because a value in it looks like a secret.
 
@@ -222,15 +215,6 @@ class TransientError(BackendError):
     ) -> None:
         super().__init__(message, retryable=True, status_code=status_code)
         self.retry_after = retry_after
-
-
-class FatalRunError(MultiturnEvalError):
-    """Raised out of the case runner when the whole run must stop; carries the case's result."""
-
-    def __init__(self, result: CaseResult, message: str) -> None:
-        super().__init__(message)
-        self.result = result
-        self.message = message
 
 
 class ToolError(MultiturnEvalError):

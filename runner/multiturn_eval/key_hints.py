@@ -47,13 +47,9 @@ _DISCRIMINATORS = {"type": "evaluation", "backend": "agent"}
 
 
 def _models() -> list[type[BaseModel]]:
-    from . import suite
+    from .suite import MODELS
 
-    return [
-        obj
-        for obj in vars(suite).values()
-        if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__ == suite.__name__
-    ]
+    return list(MODELS)
 
 
 @functools.cache

@@ -14,21 +14,19 @@ Order of work, all before any agent is called:
 4. check what needs the file system or an import: ``instructions_file``,
    ``files``, tools, graders, the python factory; and that a ``numeric``
    evaluation only meets numeric ground truths.
+
+Where a problem is and how it is worded: :mod:`.locate`; how files are read
+(bounded, never blocking): :mod:`.reading`; what the result holds:
+:class:`~multiturn_eval.loaded.LoadedSuite`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import errno
-import functools
 import gc
 import json
-import os
 import re
-import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,115 +34,26 @@ from pydantic import ValidationError
 
 from .errors import ConfigError, ConfigIssue, JudgeConfigProblem, YamlSyntaxError
 from .grading.evaluators import parse_ground_truth_number
-from .grading.judges.evaluate import JudgeTexts
 from .grading.judges.prompt import template_problem
 from .grading.judges.service import PACKAGES, merge_levels, resolve
 from .imports import add_import_paths, one_argument_problem, resolve_callable
+from .loaded import LoadedSuite
+from .locate import Locator, validation_issues
 from .pricing import judge_provider
+from .reading import FILE_KINDS, file_problem, read_text
 from .secrets import is_secret_name, is_secret_value
 from .suite import (
-    AT_PATH_ERROR,
-    CALLABLE_PATTERN,
-    UNION_TAGS,
-    URL_PATTERN,
     CodeEvaluation,
     Evaluation,
     JudgeConfig,
     JudgeEvaluation,
     StandardEvaluation,
     Suite,
-    TestCase,
-    Turn,
 )
 from .tools import tool_definition_issues
-from .yaml_source import Path_, YamlDocument, parse_yaml
+from .yaml_source import Path_, format_path, parse_yaml
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-@dataclass
-class LoadedSuite:
-    """A validated suite with everything resolved that the run needs."""
-
-    path: Path
-    display_path: str
-    """The file as reports show it: relative to the working directory when inside it."""
-    suite: Suite
-    document: YamlDocument
-    instructions: str | None
-    graders: dict[str, Callable[..., Any]] = field(default_factory=dict)
-    """grader reference -> the imported callable"""
-    tools: list[Callable[..., Any]] = field(default_factory=list)
-    """one callable per ``agent.tools`` entry, same order"""
-    factory: Callable[..., Any] | None = None
-    secrets: set[str] = field(default_factory=set)
-    warnings: list[str] = field(default_factory=list)
-    judge_texts: JudgeTexts = field(default_factory=lambda: JudgeTexts({}))
-    """The judges' ``rubric_file`` / ``prompt_file`` texts, read at load (as written -> text)."""
-    judge_endpoints: set[tuple[str, str | None, str, str | None]] = field(default_factory=set)
-    """(backend, base_url, api_key, api_version) of every judge the suite calls: their
-    clients are built before the run (as the agent backends' are)."""
-    judge_models: dict[tuple[str, str], tuple[str | int, ...]] = field(default_factory=dict)
-    """Every (judge model, provider whose prices apply) the suite calls -> where it is first
-    used (``--max-cost`` needs their prices, :func:`multiturn_eval.spend.price_issues`)."""
-    json_schemas: dict[str, Any] = field(default_factory=dict)
-    """``schema_file`` (as written) -> the JSON Schema read from it at load"""
-    _validators: dict[int, Any] = field(default_factory=dict, repr=False)
-    given_dir: Path = Path()
-    """The suite's directory as the command line gave it (relative paths stay relative)."""
-
-    def schema_validator(self, evaluation: StandardEvaluation) -> Any | None:
-        """The jsonschema validator of a ``metric: json`` evaluation (None: no schema)."""
-        schema = (
-            self.json_schemas.get(evaluation.schema_file)
-            if evaluation.schema_file is not None
-            else evaluation.json_schema
-        )
-        if schema is None:
-            return None
-        key = id(evaluation)
-        if key not in self._validators:
-            from .grading.response_checks import schema_validator
-
-            self._validators[key] = schema_validator(schema)
-        return self._validators[key]
-
-    @property
-    def name(self) -> str:
-        return self.suite.name or self.path.stem
-
-    @property
-    def base_dir(self) -> Path:
-        """The suite's directory, absolute (``path`` is resolved when the suite loads)."""
-        return self.path.parent
-
-    def shown(self, name: str | Path) -> Path:
-        """A file of the suite's, as messages name it: under the suite path as given."""
-        return self.given_dir / name
-
-    @functools.cached_property
-    def agent_mapping(self) -> dict[str, Any]:
-        """The ``agent:`` block as plain data for CaseContext.agent (without the API key)."""
-        return self.suite.agent.model_dump(mode="json", exclude={"api_key"})
-
-    def case_name(self, index: int) -> str:
-        return self.suite.test_cases[index].name or f"test_case_{index}"
-
-    def case_line(self, index: int) -> int | None:
-        return self.document.line_of(("test_cases", index))
-
-    def turn_line(self, case_index: int, turn_index: int) -> int | None:
-        case = self.suite.test_cases[case_index]
-        if case.is_legacy:
-            return self.document.line_of(("test_cases", case_index, "input"))
-        return self.document.line_of(("test_cases", case_index, "turns", turn_index))
-
-    def evaluations_for(self, case: TestCase, turn: Turn) -> list[Evaluation]:
-        """The innermost level that defines any: turn, else test case, else suite."""
-        for level in (turn.evaluations, case.evaluations, self.suite.evaluations):
-            if level is not None:
-                return [e for e in level if not (isinstance(e, CodeEvaluation) and not e.enabled)]
-        return []
 
 
 def display_path(path: Path) -> str:
@@ -152,159 +61,6 @@ def display_path(path: Path) -> str:
         return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
     except (ValueError, OSError, RuntimeError):  # outside the cwd; a symlink loop
         return str(path)
-
-
-# ------------------------------------------------------------------------ locations
-
-
-def _format_path(path: Sequence[str | int]) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
-class _Locator:
-    """Turns field paths into ConfigIssues for one file."""
-
-    def __init__(self, file: str, doc: YamlDocument) -> None:
-        self.file = file
-        self.doc = doc
-
-    def issue(self, path: Sequence[str | int], message: str) -> ConfigIssue:
-        path = tuple(path)
-        test_case = None
-        rest: Sequence[str | int] = path
-        if len(path) >= 2 and path[0] == "test_cases" and isinstance(path[1], int):
-            index = path[1]
-            name = None
-            cases = self.doc.data.get("test_cases") if isinstance(self.doc.data, dict) else None
-            if isinstance(cases, list) and index < len(cases) and isinstance(cases[index], dict):
-                raw = cases[index].get("name")
-                name = raw if isinstance(raw, str) else None
-            test_case = f"test_cases[{index}]" + (f' ("{name}")' if name else "")
-            rest = path[2:]
-        return ConfigIssue(
-            message=message,
-            file=self.file,
-            line=self.doc.line_of(path),
-            test_case=test_case,
-            field=_format_path(rest) or None,
-        )
-
-
-def _clean_loc(loc: Sequence[str | int], data: Any) -> list[str | int]:
-    """Drop pydantic's union tags from a location by walking the data alongside it."""
-    out: list[str | int] = []
-    current = data
-    for item in loc:
-        present = (isinstance(current, dict) and item in current) or (
-            isinstance(current, list) and isinstance(item, int) and 0 <= item < len(current)
-        )
-        if present:
-            out.append(item)
-            current = current[item]
-        elif isinstance(item, str) and item in UNION_TAGS:
-            continue
-        else:
-            out.append(item)
-            current = None
-    return out
-
-
-_PATTERN_WORDS = {
-    CALLABLE_PATTERN: "must be of the form module.path:callable (e.g. my_agents.support:make_session)",
-    URL_PATTERN: "must start with http:// or https://",
-}
-"""The patterns of suite.py's string fields, said in words (a regex helps nobody)."""
-
-
-def _message(error: Mapping[str, Any], key: str | int | None) -> str:
-    kind = error["type"]
-    ctx = error.get("ctx") or {}
-    if kind == "extra_forbidden":
-        from .key_hints import unknown_key_message
-
-        return unknown_key_message(key, tuple(error["loc"])[:-1])
-    if kind == "missing":
-        return "required key missing"
-    if kind == "union_tag_invalid":
-        expected = ctx.get("expected_tags", "")
-        key = str(ctx.get("discriminator", "value")).strip("'")
-        return f"unknown {key} {ctx.get('tag')!r}; expected one of {expected}"
-    if kind == "union_tag_not_found":
-        return f"required key {ctx.get('discriminator', '')} missing"
-    bounds = {
-        "greater_than_equal": ">=",
-        "greater_than": ">",
-        "less_than_equal": "<=",
-        "less_than": "<",
-    }
-    if kind in bounds:
-        limit = next(iter(ctx.values()), "")
-        shown = f"{limit:g}" if isinstance(limit, int | float) else limit
-        return f"must be {bounds[kind]} {shown}; got {error.get('input')!r}"
-    if kind == "literal_error":
-        return f"must be {ctx.get('expected')}; got {error.get('input')!r}"
-    if kind == "string_pattern_mismatch":
-        pattern = str(ctx.get("pattern", ""))
-        form = _PATTERN_WORDS.get(pattern, f"must match the pattern {pattern}")
-        return f"{form}; got {error.get('input')!r}"
-    message = str(error["msg"])
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if message.startswith(prefix):
-            message = message[len(prefix) :]
-    return message[:1].lower() + message[1:] if message[:2] != message[:2].upper() else message
-
-
-_KEY_KINDS = {int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
-
-
-def validation_issues(exc: ValidationError, data: Any, locator: _Locator) -> list[ConfigIssue]:
-    issues: list[tuple[Path_, str]] = []
-    seen: set[tuple[Path_, str]] = set()
-    key_lines: dict[Path_, Path_] = {}
-    for error in exc.errors(include_url=False):
-        loc = _clean_loc(error["loc"], data)
-        if error["type"] == "invalid_key" or (loc and loc[-1] == "[key]"):
-            # a non-text mapping key: point at the mapping, name the key, take the key's line
-            key = error.get("input")
-            loc = loc[:-1] if loc[-1] == "[key]" else loc
-            parent = tuple(loc[:-1])
-            message = (
-                f"key {key!r} is {_KEY_KINDS.get(type(key), 'not text')}, "
-                f"but keys here must be text; quote it ('{key}':)"
-            )
-            key_lines[parent] = (*parent, key)
-            loc = list(parent)
-        elif error["type"] == AT_PATH_ERROR:
-            ctx = error.get("ctx") or {}
-            loc = [*loc, *ctx.get("path", ())]
-            message = str(ctx.get("message", error["msg"]))
-        else:
-            message = _message(error, loc[-1] if loc else None)
-        key = (tuple(loc), message)
-        if key not in seen:
-            seen.add(key)
-            issues.append((tuple(loc), message))
-    # a misspelt key also makes the key it stands for "missing": report the typo only
-    suggested = {
-        (*loc[:-1], m.rsplit("'", 2)[-2])
-        for loc, m in issues
-        if m.startswith("unknown key; did you mean")
-    }
-    out = []
-    for where, m in issues:
-        if m == "required key missing" and where in suggested:
-            continue
-        issue = locator.issue(where, m)
-        if m.startswith("key ") and where in key_lines:
-            issue = dataclasses.replace(issue, line=locator.doc.line_of(key_lines[where]))
-        out.append(issue)
-    return out
 
 
 # --------------------------------------------------------------------- substitution
@@ -350,7 +106,7 @@ def _substitute(
     value: Any,
     path: Path_,
     env: Mapping[str, str],
-    locator: _Locator,
+    locator: Locator,
     issues: list[ConfigIssue],
     secrets: set[str],
     unused: Callable[[Path_], bool] | None = None,
@@ -391,113 +147,6 @@ def _substitute(
 # --------------------------------------------------------------------------- loading
 
 
-MAX_FILE_BYTES = 64 * 1024 * 1024
-"""The largest file the loader reads or accepts: a suite, an ``instructions_file``
-or a turn's ``files`` entry (64 MiB). A suite of a whole ConvFinQA dev split is
-about 20 MB; anything past this cap is a mistake (a log, a data dump, ``/dev/zero``)
-that would otherwise eat memory before any check ran."""
-
-_FILE_KINDS = (
-    (stat.S_ISDIR, "is a directory, not a file"),
-    (stat.S_ISFIFO, "is a FIFO (named pipe), not a regular file"),
-    (stat.S_ISCHR, "is a character device, not a regular file"),
-    (stat.S_ISBLK, "is a block device, not a regular file"),
-    (stat.S_ISSOCK, "is a socket, not a regular file"),
-)
-
-
-def _too_big(size: int, limit: int) -> str:
-    return f"is {size:,} bytes, over the {limit / (1024 * 1024):g} MiB limit"
-
-
-def _stat_problem(info: os.stat_result, limit: int) -> str | None:
-    for test, problem in _FILE_KINDS:
-        if test(info.st_mode):
-            return problem
-    if not stat.S_ISREG(info.st_mode):
-        return "is not a regular file"
-    return _too_big(info.st_size, limit) if info.st_size > limit else None
-
-
-def _os_problem(exc: OSError) -> str:
-    if exc.errno == errno.ENOENT:
-        return "file not found"
-    if exc.errno == errno.ELOOP:
-        return "is a loop of symbolic links"
-    if exc.errno == errno.EACCES:
-        return "cannot read: permission denied"
-    if exc.errno == errno.ENOTDIR:
-        return "file not found (a part of the path is not a directory)"
-    return f"cannot read: {exc.strerror or exc}"
-
-
-def file_problem(path: Path, limit: int = MAX_FILE_BYTES) -> str | None:
-    """Why ``path`` is not a readable regular file within ``limit`` bytes (None: it is)."""
-    try:
-        info = path.stat()
-    except OSError as exc:
-        return _os_problem(exc)
-    except ValueError:  # an embedded NUL byte
-        return "is not a valid path"
-    return _stat_problem(info, limit)
-
-
-def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
-    """A regular file's UTF-8 text, at most ``limit`` bytes; ValueError says why not.
-
-    The path is checked with ``stat`` before it is opened (a FIFO or a socket is
-    never opened), opened non-blocking and checked again with ``fstat`` (it may have
-    been swapped meanwhile), and read no further than the limit even if it grows,
-    so nothing can block the loader or stream into its memory.
-    """
-    before = file_problem(path, limit)  # what stat says: no open() of a FIFO or socket
-    if before is not None:
-        raise ValueError(before)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        opened = _FILE_KINDS[0][1] if exc.errno == errno.EISDIR else _os_problem(exc)
-        raise ValueError(opened) from None
-    except ValueError:
-        raise ValueError("is not a valid path") from None
-    try:
-        problem = _stat_problem(os.fstat(fd), limit)  # the file may have changed since stat
-        if problem is not None:
-            raise ValueError(problem)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        data = b"".join(chunks)
-    except OSError as exc:
-        raise ValueError(_os_problem(exc)) from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise ValueError(_too_big(len(data), limit) + " (it grew while being read)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(_utf8_problem(data, exc)) from None
-
-
-def _utf8_problem(data: bytes, exc: UnicodeDecodeError) -> str:
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return "is not UTF-8 text: it is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8"
-    line = data.count(b"\n", 0, exc.start) + 1
-    column = (
-        len(data[data.rfind(b"\n", 0, exc.start) + 1 : exc.start].decode("utf-8", "replace")) + 1
-    )
-    return (
-        f"is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, column {column} "
-        f"({exc.reason})"
-    )
-
-
 def _read(path: Path, shown: str) -> str:
     try:
         return read_text(path)
@@ -505,7 +154,7 @@ def _read(path: Path, shown: str) -> str:
         message = str(exc)
         if message.startswith("file not found"):
             message = "suite " + message
-        elif message == _FILE_KINDS[0][1]:
+        elif message == FILE_KINDS[0][1]:
             message = "is a directory, not a suite file"
         raise ConfigError(ConfigIssue(message, file=shown)) from None
 
@@ -529,7 +178,7 @@ def load_suite(
         raise ConfigError(
             ConfigIssue(f"YAML syntax error: {exc}", file=shown, line=exc.line)
         ) from None
-    locator = _Locator(shown, doc)
+    locator = Locator(shown, doc)
     if not isinstance(doc.data, dict):
         kind = "empty" if doc.data is None else f"a {type(doc.data).__name__}"
         raise ConfigError(
@@ -567,7 +216,7 @@ def load_suite(
     return loaded
 
 
-def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
+def _resolve(loaded: LoadedSuite, locator: Locator) -> list[ConfigIssue]:
     suite, base = loaded.suite, loaded.base_dir
     issues: list[ConfigIssue] = []
     agent = suite.agent
@@ -699,12 +348,12 @@ def _resolve(loaded: LoadedSuite, locator: _Locator) -> list[ConfigIssue]:
                                 "(e.g. metric: equality)",
                             )
                         )
-    loaded.judge_texts = JudgeTexts(judge_files)
+    loaded.judge_files = judge_files
     return issues
 
 
 def _check_judges(
-    loaded: LoadedSuite, locator: _Locator, env: Mapping[str, str], judges_called: bool = True
+    loaded: LoadedSuite, locator: Locator, env: Mapping[str, str], judges_called: bool = True
 ) -> list[ConfigIssue]:
     """Every judge a turn (or a conversation) will call, after merging its levels.
 
@@ -800,7 +449,7 @@ def _check_judges(
                         f"the judge '{evaluation.metric_name}' has use_ground_truth: true, but "
                         "this turn has no ground_truth",
                     )
-                note = f" (for {_format_path(turn_path)})" if level_path[0] == "evaluations" else ""
+                note = f" (for {format_path(turn_path)})" if level_path[0] == "evaluations" else ""
                 check(evaluation, (suite.judge, case.judge, turn.judge), (*level_path, j), note)
     return issues
 
@@ -821,14 +470,14 @@ def _read_schema(loaded: LoadedSuite, name: str) -> str | None:
     problem = json_schema_problem(schema)
     if problem is not None:
         where, why = problem
-        inside = f" at {_format_path(where)}" if where else ""
+        inside = f" at {format_path(where)}" if where else ""
         return f"{why}{inside}: {shown}"
     loaded.json_schemas[name] = schema
     return None
 
 
 def _conversation_name_issues(
-    loaded: LoadedSuite, index: int, locator: _Locator
+    loaded: LoadedSuite, index: int, locator: Locator
 ) -> list[ConfigIssue]:
     """A conversation-level metric may not share its name with a per-turn metric of its case.
 

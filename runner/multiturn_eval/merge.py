@@ -3,7 +3,7 @@
 The merged report is the one an unsharded run of the same suites would have
 written, verdict for verdict: every shard's results, in suite order (the
 order of ``run.suites``, then the test case's index in its file), the summary
-recomputed from them (:func:`multiturn_eval.results.summarize`).
+recomputed from them (:func:`multiturn_eval.rollup.summarize`).
 
 Refused (a configuration error naming the files, exit 2):
 
@@ -38,7 +38,8 @@ from typing import Any, TextIO
 
 from .errors import ConfigError, ConfigIssue, ReportFormatError
 from .exit_codes import EXIT_OK
-from .results import CaseResult, Report, RunInfo, SpendCap, summarize
+from .results import CaseResult, Report, RunInfo, SpendCap
+from .rollup import summarize
 
 
 @dataclass
@@ -51,7 +52,7 @@ class MergeOutcome:
 
 def expand_reports(patterns: Sequence[str | Path]) -> list[Path]:
     """Report paths as given; a pattern with wildcards is globbed (sorted, recursive ``**``)."""
-    from .run import expand_paths
+    from .paths import expand_paths
 
     return expand_paths(patterns, "report")
 
@@ -225,10 +226,10 @@ def _merged_cap(shards: Sequence[tuple[str, Report]]) -> SpendCap | None:
 
 
 def exit_code(report: Report, fail_on: str = "failures") -> int:
-    """The merged verdict, by the rules of a run (:func:`multiturn_eval.run.exit_code_of`):
+    """The merged verdict, by the rules of a run (:func:`multiturn_eval.exit_codes.exit_code_of`):
     0 passed, 1 failed (or skipped, or stopped by a spend cap), 3 incomplete; with
     ``fail_on="regressions"`` and a baseline, 1 only on a regression."""
-    from .run import exit_code_of
+    from .exit_codes import exit_code_of
 
     return exit_code_of(report, fail_on)
 
@@ -252,8 +253,8 @@ def merge_to_dir(
     ConfigError (exit 2) when refused or the directory cannot be written;
     nothing is written then.
     """
-    from .reports.redact import Redactor
     from .reports.writer import write_reports
+    from .secrets import Redactor
     from .settings import REPORT_FORMATS
 
     report = merge_reports(load_shards(expand_reports(patterns)), allow_partial=allow_partial)

@@ -44,22 +44,14 @@ from .comparison import _keyed
 from .errors import ConfigError, ConfigIssue, ReportFormatError
 from .grading.recorded import RECORDED_JUDGEMENTS, JudgeKey
 from .reports.reader import load_report
-from .results import (
-    CaseResult,
-    MetricResult,
-    RegradeInfo,
-    Report,
-    TurnResult,
-    case_verdict,
-    rollup_metrics,
-    sum_costs,
-)
+from .results import CaseResult, MetricResult, RegradeInfo, Report, TurnResult, sum_costs
+from .rollup import case_verdict, rollup_metrics
 from .types import TokenUsage
 
 if TYPE_CHECKING:
     from .environment import RunEnvironment
     from .interrupts import InterruptGuard
-    from .loader import LoadedSuite
+    from .loaded import LoadedSuite
     from .run import RunOptions, RunOutcome
     from .settings import RunSettings
 
@@ -262,17 +254,6 @@ class Regrader:
             turns_not_regradable=not_regradable,
             notes=notes,
         )
-
-
-def flips_line(info: RegradeInfo) -> str:
-    """``regrade of report.json: 12 turns regraded; 2 passed -> failed, 1 failed -> passed; ...``"""
-    line = (
-        f"regrade of {info.file}: {info.turns_regraded:,} turn(s) regraded; "
-        f"{info.flipped_to_failed:,} passed -> failed, {info.flipped_to_passed:,} failed -> passed"
-    )
-    if info.turns_not_regradable:
-        line += f"; {info.turns_not_regradable:,} turn(s) not regradable"
-    return line
 
 
 def regrade(

@@ -1,35 +1,31 @@
-"""Turn, test-case and run results, and the roll-up rules (pure; no I/O).
+"""The report's models: turn, test-case and run results, summary, comparison (pure data).
 
-Pass/fail and every total are decided here, once; reporters only format them.
-
-Roll-up (SPEC 6.4):
-
-- a turn passes when it has no error, is not skipped, its tool assertions hold
-  and no metric failed;
-- a test case passes when every turn passes (and it was not skipped and had no
-  case-level error);
-- each metric appears once per test case: score = mean over the turns that ran
-  it, where a turn on which the metric errored (a grader raised, timed out or
-  returned garbage: ``score`` None) counts as 0 -- so a metric that failed on
-  a turn can never show a perfect score; passed = all of those passed; a
-  metric no turn ran is left out;
-- token usage is the element-wise sum; cost is the sum of the known costs
-  (None when no turn had a known cost);
-- summary counts are test cases, with separate turn counts.
+``report.json`` is these models serialised (its schema is generated from them);
+every reporter reads them and only formats. The rules that decide pass/fail and
+every total are in :mod:`multiturn_eval.rollup`, decided there once; the two sums
+every total is made of (:func:`sum_costs`, :func:`sum_usages`) are here.
 
 ``outcome`` refines ``passed`` for reporters: ``error`` means the case failed
 because of an infrastructure problem (backend error, timeout, broken session)
 rather than a failed check; JUnit writes those as ``<error>``.
+
+The top rung of the ladder ``errors``, ``sanitize`` -> ``types`` -> ``results``
+(see :mod:`multiturn_eval.types`): it imports ``types`` alone, and re-exports the
+:class:`~multiturn_eval.types.MetricResult` and ``omitted_when_none`` defined there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# MetricResult and omitted_when_none are defined in types (a grader receives metric
+# results) and re-exported: the report's models and the rule for their new fields
+from .types import MetricResult as MetricResult
 from .types import TokenUsage, ToolInvocation
+from .types import omitted_when_none as omitted_when_none
 
 SCHEMA_VERSION = "1"
 
@@ -38,40 +34,6 @@ Outcome = Literal["passed", "failed", "error", "skipped"]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-def _is_none(value: object) -> bool:
-    return value is None
-
-
-def omitted_when_none(description: str | None = None) -> Any:
-    """An optional field that ``report.json`` leaves out while it is None.
-
-    Every field added to the report after 1.0 uses it, so a run that does not use
-    the feature writes the very bytes it wrote before (and readers of 1.0 reports
-    keep working): ``Field(default=None, exclude_if=...)``, honoured by pydantic's
-    serialiser and by the fallback walker in :mod:`multiturn_eval.sanitize`.
-    """
-    return Field(default=None, exclude_if=_is_none, description=description)
-
-
-class MetricResult(_Model):
-    """One metric on one turn, or rolled up over a test case's turns."""
-
-    metric_name: str
-    kind: Literal["standard", "code", "judge"]
-    score: float | None = None
-    threshold: float | None = None
-    passed: bool
-    error: str | None = None
-    """Set when the metric could not be computed (a grader raised): the metric fails."""
-    reason: str | None = None
-    details: dict[str, Any] | None = None
-    scope: Literal["conversation"] | None = omitted_when_none(
-        "'conversation' for a test case's conversation-level checks (conversation_evaluations, "
-        "conversation_tools), run once on the whole conversation; absent on per-turn metrics "
-        "and on their roll-up."
-    )
 
 
 class ArgMatchDetail(_Model):
@@ -511,51 +473,12 @@ class Report(_Model):
     """Last: ``report.json`` is written case by case after the fields above."""
 
 
-# --------------------------------------------------------------------------- roll-up
-
-
-def turn_passed(turn: TurnResult) -> bool:
-    return (
-        not turn.errors
-        and not turn.skipped
-        and turn.tools_matched is not False
-        and all(m.passed for m in turn.metric_results)
-    )
-
-
-def rollup_metrics(turns: Iterable[TurnResult]) -> list[MetricResult]:
-    """One MetricResult per metric name: mean score over the turns that ran it."""
-    grouped: dict[str, list[MetricResult]] = {}
-    for turn in turns:
-        for metric in turn.metric_results:
-            grouped.setdefault(metric.metric_name, []).append(metric)
-    rolled: list[MetricResult] = []
-    for name, results in grouped.items():
-        # an errored turn (no score) counts as 0 (SPEC 6.4)
-        scores = [
-            m.score if m.score is not None else 0.0
-            for m in results
-            if m.score is not None or m.error is not None
-        ]
-        failed = sum(1 for m in results if not m.passed)
-        rolled.append(
-            MetricResult(
-                metric_name=name,
-                kind=results[0].kind,
-                score=sum(scores) / len(scores) if scores else None,
-                threshold=results[0].threshold,
-                passed=failed == 0,
-                reason=(
-                    f"passed on {len(results)} of {len(results)} turns"
-                    if failed == 0
-                    else f"failed on {failed} of {len(results)} turns"
-                ),
-            )
-        )
-    return rolled
+# The two sums every total is made of (the roll-up rules in rollup.py use them, and so
+# do the case runner, regrade and the simulated user's accounting).
 
 
 def sum_costs(costs: Iterable[float | None]) -> float | None:
+    """The sum of the known costs; None when none is known."""
     known = [c for c in costs if c is not None]
     return sum(known) if known else None
 
@@ -564,242 +487,3 @@ def sum_usages(usages: Iterable[TokenUsage | None]) -> TokenUsage | None:
     """The element-wise sum of the usages given; None when every one is None (no judge ran)."""
     known = [u for u in usages if u is not None]
     return TokenUsage.sum(known) if known else None
-
-
-def case_verdict(
-    turns: Sequence[TurnResult],
-    conversation: Sequence[MetricResult],
-    errors: Sequence[str],
-    skipped: bool,
-) -> tuple[bool, Outcome]:
-    """(passed, outcome) of a test case from its turns and its conversation-level results.
-
-    It passes when it was not skipped, has no case-level error, has turns and every
-    turn and every conversation check passed; a failed conversation check outranks
-    an infrastructure error (as a failed check does on a turn).
-    """
-    passed = (
-        not skipped
-        and not errors
-        and bool(turns)
-        and all(t.passed for t in turns)
-        and all(m.passed for m in conversation)
-    )
-    outcome = case_outcome(passed, skipped, turns, errors)
-    if outcome == "error" and any(not m.passed and m.error is None for m in conversation):
-        outcome = "failed"
-    return passed, outcome
-
-
-def case_outcome(
-    passed: bool, skipped: bool, turns: Sequence[TurnResult], errors: Sequence[str]
-) -> Outcome:
-    if skipped:
-        return "skipped"
-    if passed:
-        return "passed"
-    # a failed check outranks an infrastructure error: it is what the suite is about
-    if any(not t.passed and not t.skipped and not t.infrastructure_error for t in turns):
-        return "failed"
-    if errors or any(t.infrastructure_error for t in turns):
-        return "error"
-    return "failed"
-
-
-def summarize(results: Sequence[CaseResult]) -> Summary:
-    turns = TurnCounts()
-    metrics: dict[str, MetricSummary] = {}
-    metric_scores: dict[str, list[float]] = {}
-    passed = failed = skipped = errored = 0
-    for case in results:
-        if case.skipped:
-            skipped += 1
-        elif case.passed:
-            passed += 1
-        else:
-            failed += 1
-            if case.outcome == "error":
-                errored += 1
-        for turn in case.all_turns():
-            turns.total += 1
-            if turn.skipped:
-                turns.skipped += 1
-            elif turn.passed:
-                turns.passed += 1
-            else:
-                turns.failed += 1
-        for metric in case.metric_results:
-            summary = metrics.setdefault(metric.metric_name, MetricSummary())
-            if metric.passed:
-                summary.passed += 1
-            else:
-                summary.failed += 1
-            if metric.score is not None:
-                metric_scores.setdefault(metric.metric_name, []).append(metric.score)
-            elif metric.error is not None:  # an errored metric counts as 0 (SPEC 6.4)
-                metric_scores.setdefault(metric.metric_name, []).append(0.0)
-    for name, scores in metric_scores.items():
-        metrics[name].mean_score = sum(scores) / len(scores)
-    ran = len(results) - skipped
-    repeat, mean_cost = _repeat_totals(results, ran)
-    return Summary(
-        total=len(results),
-        passed=passed,
-        failed=failed,
-        skipped=skipped,
-        errored=errored,
-        pass_rate=passed / ran if ran else None,
-        turns=turns,
-        token_usage=TokenUsage.sum([c.token_usage for c in results]),
-        cost_usd=sum_costs(c.cost_usd for c in results),
-        metrics=metrics,
-        repeat=repeat,
-        mean_cost_per_case_run=mean_cost,
-        judge_token_usage=sum_usages(c.judge_token_usage for c in results),
-        judge_cost_usd=sum_costs(c.judge_cost_usd for c in results),
-    )
-
-
-def _repeat_totals(
-    results: Sequence[CaseResult], ran: int
-) -> tuple[RepeatTotals | None, float | None]:
-    """pass^K / pass@K totals; (None, None) unless some test case ran more than once."""
-    repeated = [c.repeat for c in results if c.repeat is not None]
-    if not repeated:
-        return None, None
-    case_runs = sum(r.runs for r in repeated) + sum(
-        1 for c in results if c.repeat is None and not c.skipped
-    )
-    pass_all = sum(1 for r in repeated if r.pass_all) + sum(
-        1 for c in results if c.repeat is None and c.passed
-    )
-    pass_any = sum(1 for r in repeated if r.pass_any) + sum(
-        1 for c in results if c.repeat is None and c.passed
-    )
-    totals = RepeatTotals(
-        runs_per_case=max(r.planned_runs or r.runs for r in repeated),
-        case_runs=case_runs,
-        pass_all=pass_all,
-        pass_any=pass_any,
-        flaky=sum(1 for r in repeated if r.flaky),
-        pass_all_rate=pass_all / ran if ran else None,
-        pass_any_rate=pass_any / ran if ran else None,
-    )
-    cost = sum_costs(c.cost_usd for c in results)
-    return totals, (cost / case_runs if cost is not None and case_runs else None)
-
-
-# --------------------------------------------------------------------------- repeats
-
-#: how far below the gate a pass rate may fall by float rounding alone (3/5 vs 0.6)
-_RATE_EPSILON = 1e-9
-
-
-def gate_passed(passes: int, runs: int, min_pass_rate: float) -> bool:
-    """passes / runs >= min_pass_rate, exact at the edge (``3 of 5`` passes ``0.6``)."""
-    return runs > 0 and passes / runs >= min_pass_rate - _RATE_EPSILON
-
-
-def aggregate_runs(
-    runs: Sequence[CaseResult | None], *, min_pass_rate: float = 1.0, planned: int | None = None
-) -> CaseResult:
-    """The K runs of one test case (``--repeat K``) as ONE result (SPEC 6.6).
-
-    - ``repeat`` gives passes / K, pass^K (all passed), pass@K (any passed),
-      each turn's pass count and the turns whose outcome varied; ``runs``
-      holds every run with its turns, in run order.
-    - ``passed`` is the gate: pass_rate >= ``min_pass_rate``.
-    - The other top-level fields (turns, errors, metric_results, outcome, the
-      legacy flattened turn) are ONE representative run, so every reporter
-      that shows "the failing turn" shows a real one: the first failing run
-      when the case failed the gate; when it passed, the first passing run
-      (run 0 whenever run 0 passed; with ``min_pass_rate`` < 1 a passing case
-      whose run 0 failed shows a passing run, so its turns agree with its
-      verdict).
-    - ``duration_ms``, ``token_usage`` and ``cost_usd`` are sums over every run.
-    - Warnings: the representative run's, then the others' (``run N: ...``),
-      each once.
-    - ``runs[i]`` is run i; None (or a not-run, skipped result) is a run that
-      did not finish (an interrupted or stopped run). Those are left out: the
-      verdict is over the finished runs, ``repeat.planned_runs`` says how many
-      were planned (``planned``, else ``len(runs)``), a warning says so, and
-      each kept run keeps its own ``run_index``.
-    """
-    planned = len(runs) if planned is None else planned
-    indexed = [(i, r) for i, r in enumerate(runs) if r is not None and not r.skipped]
-    finished = [r for _, r in indexed]
-    if not finished:
-        raise ValueError("aggregate_runs needs at least one finished run")
-    total = len(finished)
-    passes = sum(1 for r in finished if r.passed)
-    passed = gate_passed(passes, total, min_pass_rate)
-    representative = next(
-        (r for r in finished if r.passed == passed), finished[0]
-    )  # a failing run when the case failed, a passing one when it passed
-    counts: dict[int, list[int]] = {}
-    for run in finished:
-        for turn in run.all_turns():
-            count = counts.setdefault(turn.turn_index, [0, 0])
-            count[0] += turn.passed
-            count[1] += 1
-    turn_counts = [
-        TurnPassCount(turn_index=i, passed=p, runs=n) for i, (p, n) in sorted(counts.items())
-    ]
-    warnings = list(representative.warnings)
-    for number, run in indexed:
-        if run is representative:
-            continue
-        for warning in run.warnings:
-            text = f"run {number + 1}: {warning}"
-            if warning not in warnings and text not in warnings:
-                warnings.append(text)
-    short = planned > total
-    if short:
-        warnings.append(
-            f"only {total} of {planned} runs finished before the run stopped; "
-            "the verdict is over those"
-        )
-    summary = RepeatSummary(
-        runs=total,
-        passes=passes,
-        pass_rate=passes / total,
-        pass_all=passes == total,
-        pass_any=passes > 0,
-        min_pass_rate=min_pass_rate,
-        flaky=0 < passes < total,
-        turn_pass_counts=turn_counts,
-        varying_turns=[c.turn_index for c in turn_counts if 0 < c.passed < c.runs],
-        planned_runs=planned if short else None,
-    )
-    return representative.model_copy(
-        update={
-            "passed": passed,
-            "outcome": "passed" if passed else representative.outcome,
-            "duration_ms": sum(r.duration_ms for r in finished),
-            "token_usage": TokenUsage.sum([r.token_usage for r in finished]),
-            "cost_usd": sum_costs(r.cost_usd for r in finished),
-            "judge_token_usage": sum_usages(r.judge_token_usage for r in finished),
-            "judge_cost_usd": sum_costs(r.judge_cost_usd for r in finished),
-            "warnings": warnings,
-            "repeat": summary,
-            "runs": [case_run(i, r) for i, r in indexed],
-        }
-    )
-
-
-def case_run(run_index: int, result: CaseResult) -> CaseRun:
-    """One run of a repeated test case, as ``CaseResult.runs`` keeps it."""
-    return CaseRun(
-        run_index=run_index,
-        passed=result.passed,
-        outcome=result.outcome,
-        errors=list(result.errors),
-        duration_ms=result.duration_ms,
-        token_usage=result.token_usage,
-        cost_usd=result.cost_usd,
-        judge_token_usage=result.judge_token_usage,
-        judge_cost_usd=result.judge_cost_usd,
-        metric_results=result.metric_results,
-        turns=result.all_turns(),
-        tracebacks=result.tracebacks if result.turns is not None else None,
-    )

@@ -17,6 +17,15 @@ benchmarks call :func:`run_suites`; none of them rebuilds the pipeline.
 Signals are handled in every phase by :class:`~.interrupts.InterruptGuard`:
 the outcome of an interrupted run has ``complete: false``, holds every
 finished test case and exit code 3.
+
+One job, kept whole: the phases of a run share one state (the plan, the
+run's state, the redactor the backends extend, what is on disk), and the
+reports are built from it at any moment -- a snapshot, the watchdog's
+emergency write, the catch-up on a second signal, the final write -- so the
+phases and the report writing read best side by side. What is not the
+pipeline lives elsewhere: the paths it names (:mod:`.paths`), the exit code
+of a report (:mod:`.exit_codes`), the settings (:mod:`.settings`), selection
+and scheduling (:mod:`.scheduler`).
 """
 
 from __future__ import annotations
@@ -24,8 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import glob
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -35,17 +42,18 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .environment import RunEnvironment
 from .errors import ConfigError, ConfigIssue
-from .exit_codes import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK
+from .exit_codes import EXIT_INCOMPLETE, exit_code_of
 from .interrupts import Interrupted, InterruptGuard
+from .paths import check_report_dir, expand_suites, remove_created
 from .secrets import Redactor, secrets_in
 
 if TYPE_CHECKING:
     from .backends.base import Backend
     from .grading.judges.service import JudgeService
-    from .loader import LoadedSuite
+    from .loaded import LoadedSuite, PlannedSuite
     from .reports.console import Console
     from .results import CaseResult, Report
-    from .scheduler import PlannedSuite, RunState
+    from .scheduler import RunState
     from .settings import RunSettings
     from .sharding import ShardSpec
 
@@ -144,107 +152,6 @@ class RunOutcome:
     """The one line saying the spend cap kept test cases from starting (None: it did not)."""
 
 
-def expand_suites(patterns: Sequence[str | Path]) -> list[Path]:
-    """Paths as given; a pattern with wildcards that names no file is globbed."""
-    return expand_paths(patterns, "suite")
-
-
-def expand_paths(patterns: Sequence[str | Path], kind: str) -> list[Path]:
-    """Paths as given; a pattern with wildcards that names no file is globbed (sorted,
-    recursive ``**``); duplicates once. ``kind`` names the files in the error when a
-    pattern matches nothing (``no suite file matches '...'``)."""
-    paths: list[Path] = []
-    issues: list[ConfigIssue] = []
-    for raw in patterns:
-        pattern = str(raw)
-        if any(ch in pattern for ch in "*?[") and not _exists(Path(pattern)):
-            matches = sorted(glob.glob(pattern, recursive=True))  # noqa: PTH207 - absolute patterns too
-            if not matches:
-                issues.append(ConfigIssue(f"no {kind} file matches {pattern!r}"))
-            paths.extend(Path(m) for m in matches)
-        else:
-            paths.append(Path(pattern))
-    if issues:
-        raise ConfigError(issues)
-    return list(dict.fromkeys(paths))
-
-
-def _exists(path: Path) -> bool:
-    try:
-        return path.exists()
-    except (OSError, ValueError):  # a name too long, a NUL byte: not a file (the loader says why)
-        return False
-
-
-def _report_dir_source(settings: RunSettings) -> str:
-    source = settings.sources.get("report_dir", "default")
-    if source == "cli":
-        return "-o/--report-dir"
-    if source == "env":
-        return "environment variable MULTITURN_EVAL_REPORT_DIR"
-    return "the default report directory"
-
-
-def check_report_dir(
-    settings: RunSettings, label: str | None = None, path: Path | None = None
-) -> Path | None:
-    """Create the report directory and make sure it is writable; else a ConfigError (exit 2).
-
-    ``path`` is the directory as the run resolved it (default: ``settings.report_dir``
-    as it is); errors name it as it was given. Returns the outermost directory this
-    created (None if it existed), so a configuration error found later can take it
-    away again.
-    """
-    path = Path(settings.report_dir) if path is None else path
-    where = f"{label or _report_dir_source(settings)} {settings.report_dir!r}"
-    if not settings.report_dir.strip():
-        raise ConfigError(ConfigIssue(f"{where}: give a directory"))
-    try:
-        return _make_report_dir(path, where)
-    except OSError as exc:  # a name too long, a parent that cannot be searched, ...
-        reason = exc.strerror or str(exc)
-        raise ConfigError(ConfigIssue(f"{where}: cannot write reports there: {reason}")) from None
-
-
-def _make_report_dir(path: Path, where: str) -> Path | None:
-    if path.exists() and not path.is_dir():
-        raise ConfigError(ConfigIssue(f"{where}: is a file, not a directory"))
-    ancestor = path
-    while not ancestor.exists() and ancestor.parent != ancestor:
-        ancestor = ancestor.parent
-    if ancestor.exists() and not ancestor.is_dir():
-        raise ConfigError(
-            ConfigIssue(f"{where}: {ancestor} is a file, so no directory can be made under it")
-        )
-    created = None
-    if not path.exists():
-        created = path
-        while not created.parent.exists() and created.parent != created:
-            created = created.parent
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path, prefix=".multiturn-eval-write-test-"):
-            pass
-    except OSError as exc:
-        remove_created(created, path)
-        reason = exc.strerror or str(exc)
-        raise ConfigError(ConfigIssue(f"{where}: cannot write reports there: {reason}")) from None
-    return created
-
-
-def remove_created(created: Path | None, path: Path) -> None:
-    """Remove the empty directories from ``path`` up to ``created`` (made by this run)."""
-    if created is None:
-        return
-    current = path
-    while True:
-        with contextlib.suppress(OSError):
-            current.rmdir()
-        if current == created or current.parent == current:
-            return
-        current = current.parent
-
-
 #: the deepest field path whose YAML line a run still needs (a turn's files: 6)
 _LINE_DEPTH = 6
 
@@ -302,22 +209,6 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
         finally:
             asyncio.set_event_loop(None)
             loop.close()
-
-
-def exit_code_of(report: Report, fail_on: str = "failures") -> int:
-    """3 incomplete; 1 when the spend cap kept test cases from starting (SPEC 6.8: a budget
-    stop is never a green check, whatever ``fail_on``); else with ``fail_on="regressions"``
-    and a baseline: 1 only on a regression (failures and not-run cases alone exit 0); else 1
-    on any failed or not-run case."""
-    if not report.run.complete:
-        return EXIT_INCOMPLETE
-    cap = report.run.spend_cap
-    if cap is not None and cap.reached and cap.not_started:
-        return EXIT_FAILED
-    if fail_on == "regressions" and report.baseline is not None:
-        return EXIT_FAILED if report.baseline.counts.get("regressed", 0) else EXIT_OK
-    s = report.summary
-    return EXIT_OK if s.failed == 0 and s.skipped == 0 else EXIT_FAILED
 
 
 class _Pipeline:
@@ -520,8 +411,9 @@ class _Pipeline:
     def plan(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
         """Load, validate and select (``-k``, ``--tag``, ``--rerun-failed``, ``--shard``)."""
         from .backends.base import backend_issue
+        from .loaded import PlannedSuite
         from .loader import display_path, load_suites
-        from .scheduler import PlannedSuite, Selection
+        from .scheduler import Selection
         from .settings import resolve_settings
 
         expanded = expand_suites(paths)

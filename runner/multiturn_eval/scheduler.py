@@ -16,7 +16,7 @@ the ``parallel_test_cases`` workers pull them from one queue, so with
 ``-p`` > 1 the runs of one case overlap, and at most ``-p`` sessions are open
 at once whatever K is. Each run is its own :class:`CaseRunner`, so its own
 fresh session. When the K runs of a case are in, they are rolled into one
-result (:func:`multiturn_eval.results.aggregate_runs`) and reported; a case
+result (:func:`multiturn_eval.rollup.aggregate_runs`) and reported; a case
 interrupted part-way is reported over the runs that finished (with a warning
 and ``repeat.planned_runs``), a case none of whose runs finished as not run.
 With K = 1 nothing of this applies: one run, reported as it is.
@@ -41,11 +41,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .backends.base import Backend
-from .case_runner import CaseRunner, build_case_result, not_run_result, unanswered_turn
-from .errors import FatalRunError
-from .loader import LoadedSuite
-from .results import CaseResult, aggregate_runs
-from .settings import RunSettings
+from .case_runner import (
+    CaseRunner,
+    FatalRunError,
+    build_case_result,
+    not_run_result,
+    unanswered_turn,
+)
+from .loaded import LoadedSuite, PlannedSuite
+from .results import CaseResult
+from .rollup import aggregate_runs
 
 
 @dataclass(frozen=True)
@@ -70,13 +75,6 @@ class Selection:
             for i, case in enumerate(loaded.suite.test_cases)
             if self.matches(loaded.case_name(i), case.tags)
         ]
-
-
-@dataclass
-class PlannedSuite:
-    loaded: LoadedSuite
-    settings: RunSettings
-    indices: list[int]
 
 
 OnResult = Callable[[CaseResult], None]

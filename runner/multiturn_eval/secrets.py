@@ -35,6 +35,8 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .reports.escape import md_text
+
 REDACTED = "***"
 
 #: environment variable or header names whose values are secrets
@@ -82,14 +84,6 @@ def _json_forms(text: str) -> set[str]:
     return forms
 
 
-def _markdown_form(text: str) -> str:
-    try:
-        from .reports.markdown import md_text
-    except ImportError:  # pragma: no cover - the renderer ships with the package
-        return text
-    return md_text(text)
-
-
 def _repr_forms(text: str) -> set[str]:
     """``text`` as it appears inside ``repr()`` of a longer string, whichever quotes it chose."""
     forms = {repr(text)[1:-1], repr(text + '"')[1:-2]}  # double quotes / single, ' escaped
@@ -104,7 +98,7 @@ def encoded_forms(secret: str) -> set[str]:
     base.add(html.escape(secret, quote=True))
     base.add(html.escape(secret, quote=False))
     base.add(html.escape(secret, quote=True).replace("&#x27;", "&#39;"))
-    base.add(_markdown_form(secret))
+    base.add(md_text(secret))
     base.add(urllib.parse.quote(secret, safe=""))
     base.add(urllib.parse.quote(secret))
     base.add(urllib.parse.quote_plus(secret))

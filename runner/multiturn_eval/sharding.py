@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .scheduler import PlannedSuite
+    from .loaded import PlannedSuite
 
 ALGORITHM = "rendezvous-bounded-v2"
 

@@ -33,10 +33,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .errors import ConfigIssue
+from .yaml_source import format_path
 
 if TYPE_CHECKING:
+    from .loaded import PlannedSuite
     from .results import CaseResult
-    from .scheduler import PlannedSuite
 
 #: backends whose cost the runner computes from the price table
 PRICED_BACKENDS = frozenset({"anthropic", "semantic-kernel", "openai"})
@@ -72,7 +73,6 @@ def cap_notice(cap: float, spent: float, not_started: int) -> str:
 
 def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[str]]:
     """(configuration errors, warnings) of a capped run's suites, before anything runs."""
-    from .loader import _format_path as format_path
     from .pricing import agent_provider, price_for, unpriced
 
     issues: list[ConfigIssue] = []

@@ -1,6 +1,13 @@
 """The public data types: what agents return and what graders receive.
 
 These are stable API (SPEC 5): fields may be added, never removed or renamed.
+:class:`MetricResult` (what a metric on a turn comes to) is here too, not in
+:mod:`multiturn_eval.results`, because a conversation grader receives the turns'
+metric results.
+
+The bottom of the package is a ladder, each rung importing only those below it:
+:mod:`~multiturn_eval.errors` and :mod:`~multiturn_eval.sanitize` (nothing of the
+package) -> ``types`` (``sanitize``) -> :mod:`~multiturn_eval.results` (``types``).
 """
 
 from __future__ import annotations
@@ -12,18 +19,52 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
-
-if TYPE_CHECKING:
-    from .results import MetricResult
 
 
 def read_only(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """A read-only view of a private deep copy (so nobody can change the suite's data)."""
     return MappingProxyType(copy.deepcopy(dict(mapping or {})))
+
+
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def omitted_when_none(description: str | None = None) -> Any:
+    """An optional field that ``report.json`` leaves out while it is None.
+
+    Every field added to the report after 1.0 uses it, so a run that does not use
+    the feature writes the very bytes it wrote before (and readers of 1.0 reports
+    keep working): ``Field(default=None, exclude_if=...)``, honoured by pydantic's
+    serialiser and by the fallback walker in :mod:`multiturn_eval.sanitize`. (Here, below
+    :mod:`multiturn_eval.results`, so the public types use it too.)
+    """
+    return Field(default=None, exclude_if=_is_none, description=description)
+
+
+class MetricResult(BaseModel):
+    """One metric on one turn, or rolled up over a test case's turns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric_name: str
+    kind: Literal["standard", "code", "judge"]
+    score: float | None = None
+    threshold: float | None = None
+    passed: bool
+    error: str | None = None
+    """Set when the metric could not be computed (a grader raised): the metric fails."""
+    reason: str | None = None
+    details: dict[str, Any] | None = None
+    scope: Literal["conversation"] | None = omitted_when_none(
+        "'conversation' for a test case's conversation-level checks (conversation_evaluations, "
+        "conversation_tools), run once on the whole conversation; absent on per-turn metrics "
+        "and on their roll-up."
+    )
 
 
 class TokenUsage(BaseModel):
@@ -43,14 +84,9 @@ class TokenUsage(BaseModel):
     total_tokens: int = 0
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
-    # left out of report.json while None (as results.omitted_when_none, which imports this module)
-    reasoning_tokens: int | None = Field(
-        default=None,
-        exclude_if=lambda value: value is None,
-        description=(
-            "Of completion_tokens, those spent reasoning (OpenAI's "
-            "completion_tokens_details.reasoning_tokens); absent when not reported."
-        ),
+    reasoning_tokens: int | None = omitted_when_none(
+        "Of completion_tokens, those spent reasoning (OpenAI's "
+        "completion_tokens_details.reasoning_tokens); absent when not reported."
     )
 
     @model_validator(mode="before")

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,18 @@ from .scalars import written_number
 
 Path_ = tuple[Any, ...]
 """A field path: mapping keys (usually str) and list indexes."""
+
+
+def format_path(path: Sequence[Any]) -> str:
+    """A field path as messages write it: ``turns[2].expected_tools[0].args``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
 
 MAX_DEPTH = 100
 #: values deeper than this get no line of their own (``line_of`` gives their nearest

@@ -91,7 +91,7 @@ from .files import PDF_TYPE, FileParts, file_issues, file_kind
 from .messages_api import DEFAULT_BASE_URL, MessagesRequests
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
     from ..settings import RunSettings
 
 #: the API's per-request limits (https://docs.claude.com/en/docs/build-with-claude/vision, /pdf-support)

@@ -26,7 +26,7 @@ from ..types import CaseContext, TurnFile, TurnReply
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
     from ..settings import RunSettings
 
 

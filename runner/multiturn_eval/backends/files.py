@@ -10,7 +10,7 @@ from ..errors import BackendError, ConfigIssue
 from ..types import TurnFile
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 PDF_TYPE = "application/pdf"

@@ -76,7 +76,7 @@ from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 from .wire import MAX_ITEMS, excerpt, find_problem, json_type, response_hook
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
     from ..settings import RunSettings
 
 M = TypeVar("M", bound=BaseModel)

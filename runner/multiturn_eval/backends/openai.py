@@ -108,7 +108,7 @@ from .chat_completions import DEFAULT_BASE_URL, NO_KEY, TOOL_CHOICES, ChatComple
 from .files import FileParts, file_issues, file_kind
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
     from ..settings import RunSettings
 
 #: the largest image sent (OpenAI's per-image limit)

@@ -29,12 +29,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError
-from ..sanitize import checked_reply, safe_repr
+from ..replies import checked_reply
+from ..sanitize import safe_repr
 from ..types import CaseContext, TurnFile, TurnReply
 from ..usercode import THREADS, error_text, note_traceback
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
     from ..settings import RunSettings
 
 

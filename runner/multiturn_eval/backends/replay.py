@@ -30,7 +30,7 @@ from ..results import CaseResult, TurnResult
 from ..types import CaseContext, TurnFile, TurnReply
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
     from ..settings import RunSettings
 
 NOT_IN_REPORT = "not regradable: not in the report"

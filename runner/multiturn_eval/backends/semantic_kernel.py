@@ -152,7 +152,7 @@ if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
     from semantic_kernel.filters import AutoFunctionInvocationContext, FunctionInvocationContext
 
-    from ..loader import LoadedSuite
+    from ..loaded import LoadedSuite
     from ..settings import RunSettings
 
 #: the plugin the suite's tools are registered in (the model sees ``tools-<name>``)

@@ -52,7 +52,7 @@ import signal
 import subprocess
 import sys
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -65,7 +65,14 @@ from . import decisions
 from .commands import ANNOTATIONS_PER_STEP, Annotation, Log, clean
 from .comment import PullRequestRef, pull_request_from_event, pull_request_of_commit, upsert_comment
 from .decisions import OUTPUTS
-from .files import append_summary, write_outputs
+from .files import (
+    append_summary,
+    ensure_directory,
+    first_missing,
+    hand_back,
+    workspace_problem,
+    write_outputs,
+)
 from .inputs import SECRET_INPUTS, ActionInputs, env_name, raw_input, read_inputs
 
 if TYPE_CHECKING:
@@ -182,7 +189,7 @@ class Action:
                 self.log.mask(value)
 
         self.outputs["report-dir"] = self.rel(inputs.report_dir)
-        handback = _first_missing(inputs.report_dir, self.workspace)
+        handback = first_missing(inputs.report_dir, self.workspace)
         self.remove_stale_reports(inputs.report_dir)
         try:
             if inputs.mode == "merge":
@@ -565,9 +572,10 @@ class Action:
             return None
         try:
             from ..loader import display_path
+            from ..paths import expand_suites
             from ..reports.markdown import comment_marker
-            from ..results import Report, RunInfo, summarize
-            from ..run import expand_suites
+            from ..results import Report, RunInfo
+            from ..rollup import summarize
 
             paths = [display_path(p) for p in expand_suites(inputs.suites)]
         except Exception:  # the suite globs themselves are the problem, or no renderer
@@ -590,69 +598,6 @@ class Action:
             write_outputs(self.context.github.output_file, self.outputs)
         except OSError as exc:
             self.log.warning(f"cannot write outputs to $GITHUB_OUTPUT: {exc}")
-
-
-def workspace_problem(workspace: Path | None) -> str | None:
-    """Why the runner's workspace cannot be used (None: it can).
-
-    Named as what it is: without it, ``working-directory`` and ``report-dir``
-    (relative to it) cannot be checked, so they are not blamed.
-    """
-    if workspace is None:
-        return (
-            "GITHUB_WORKSPACE is not set: the action runs as a step of a GitHub Actions job, "
-            "whose runner sets it to the job's workspace (to run suites elsewhere, use the "
-            "multiturn-eval command line)"
-        )
-    if not workspace.is_dir():
-        return f"GITHUB_WORKSPACE is {str(workspace)!r}, which is not a directory"
-    return None
-
-
-def ensure_directory(path: Path) -> bool:
-    """Make sure ``path`` is a directory, so the ``report-dir`` output never names a missing one.
-
-    A run stopped before writing reports (a configuration error) leaves it empty, and
-    the steps after it (``actions/upload-artifact``, a script listing the reports) find
-    the directory the output names. (An empty output instead would fail
-    upload-artifact, whose ``path`` is a required input.) False if it cannot be made.
-    """
-    with contextlib.suppress(OSError):
-        path.mkdir(parents=True, exist_ok=True)
-    return path.is_dir()
-
-
-def _first_missing(path: Path, workspace: Path) -> Path:
-    """The outermost directory of ``path`` the run will create (``path`` if it exists)."""
-    current = path
-    while current.parent != current and workspace in current.parents:
-        if current.parent.exists():
-            break
-        current = current.parent
-    return current
-
-
-def _walk(root: Path) -> Iterator[Path]:
-    yield root
-    if root.is_dir() and not root.is_symlink():
-        for dirpath, dirnames, filenames in os.walk(root):
-            for name in (*dirnames, *filenames):
-                yield Path(dirpath) / name
-
-
-def hand_back(root: Path, workspace: Path) -> None:
-    """Give what the action wrote to the workspace's owner (we run as root in a container)."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not root.exists():
-        return
-    try:
-        owner = workspace.stat()
-    except OSError:
-        return
-    if owner.st_uid == 0 and owner.st_gid == 0:
-        return
-    for path in _walk(root):
-        with contextlib.suppress(OSError):
-            os.lchown(path, owner.st_uid, owner.st_gid)
 
 
 def _terminate(signum: int, frame: object) -> None:

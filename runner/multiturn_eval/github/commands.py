@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal, TextIO
 
-from ..reports.redact import strip_control
+from ..reports.escape import strip_control
 
 Level = Literal["error", "warning", "notice"]
 

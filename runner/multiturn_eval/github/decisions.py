@@ -15,9 +15,10 @@ from typing import Literal
 
 from ..errors import ConfigIssue
 from ..exit_codes import EXIT_CONFIG, EXIT_FAILED, EXIT_OK
+from ..reports.escape import md_text as escape
 from ..results import Report
 from .annotations import rank_annotations
-from .commands import Annotation, clean
+from .commands import Annotation
 from .comment import PullRequestRef
 
 OUTPUTS = (
@@ -45,12 +46,7 @@ _SKIPPED = "multiturn-eval: comment skipped"
 
 def md_text(text: str) -> str:
     """Untrusted text as inert Markdown (the reports' own escaping)."""
-    try:
-        from ..reports.markdown import md_text as escape
-
-        return escape(text, 500)
-    except ImportError:  # pragma: no cover - the renderer ships with the package
-        return clean(text, 500).replace("<", "&lt;").replace("@", "@\u200b")
+    return escape(text, 500)
 
 
 # ------------------------------------------------------------------------ outputs

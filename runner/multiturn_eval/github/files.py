@@ -1,14 +1,19 @@
-"""The runner's environment files: ``$GITHUB_OUTPUT`` and ``$GITHUB_STEP_SUMMARY``.
+"""The files the Action writes: ``$GITHUB_OUTPUT``, ``$GITHUB_STEP_SUMMARY``, the workspace.
 
 Every output is written in the heredoc form ``name<<DELIMITER`` / value /
 ``DELIMITER`` with a fresh random delimiter (as ``@actions/core`` does), so no
-value, whatever it contains, can end early or set another output.
+value, whatever it contains, can end early or set another output. The step
+summary stays within GitHub's 1 MiB. The workspace is checked before anything
+runs, the report directory always exists once the step ends, and what the
+container (root) wrote is handed back to the workspace's owner.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 #: GitHub rejects a step summary larger than 1 MiB; keep a margin for the note
@@ -50,3 +55,66 @@ def append_summary(path: Path, markdown: str, limit: int = SUMMARY_LIMIT_BYTES) 
     with path.open("a", encoding="utf-8", newline="") as handle:
         handle.write(text)
     return cut
+
+
+def workspace_problem(workspace: Path | None) -> str | None:
+    """Why the runner's workspace cannot be used (None: it can).
+
+    Named as what it is: without it, ``working-directory`` and ``report-dir``
+    (relative to it) cannot be checked, so they are not blamed.
+    """
+    if workspace is None:
+        return (
+            "GITHUB_WORKSPACE is not set: the action runs as a step of a GitHub Actions job, "
+            "whose runner sets it to the job's workspace (to run suites elsewhere, use the "
+            "multiturn-eval command line)"
+        )
+    if not workspace.is_dir():
+        return f"GITHUB_WORKSPACE is {str(workspace)!r}, which is not a directory"
+    return None
+
+
+def ensure_directory(path: Path) -> bool:
+    """Make sure ``path`` is a directory, so the ``report-dir`` output never names a missing one.
+
+    A run stopped before writing reports (a configuration error) leaves it empty, and
+    the steps after it (``actions/upload-artifact``, a script listing the reports) find
+    the directory the output names. (An empty output instead would fail
+    upload-artifact, whose ``path`` is a required input.) False if it cannot be made.
+    """
+    with contextlib.suppress(OSError):
+        path.mkdir(parents=True, exist_ok=True)
+    return path.is_dir()
+
+
+def first_missing(path: Path, workspace: Path) -> Path:
+    """The outermost directory of ``path`` the run will create (``path`` if it exists)."""
+    current = path
+    while current.parent != current and workspace in current.parents:
+        if current.parent.exists():
+            break
+        current = current.parent
+    return current
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    yield root
+    if root.is_dir() and not root.is_symlink():
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in (*dirnames, *filenames):
+                yield Path(dirpath) / name
+
+
+def hand_back(root: Path, workspace: Path) -> None:
+    """Give what the action wrote to the workspace's owner (we run as root in a container)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not root.exists():
+        return
+    try:
+        owner = workspace.stat()
+    except OSError:
+        return
+    if owner.st_uid == 0 and owner.st_gid == 0:
+        return
+    for path in _walk(root):
+        with contextlib.suppress(OSError):
+            os.lchown(path, owner.st_uid, owner.st_gid)

@@ -128,6 +128,32 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def _whole_number(env: Mapping[str, str], name: str, problems: list[InputProblem]) -> int | None:
+    """Input ``name`` as a whole number from 1 to 1024 (None: not given, or a problem noted)."""
+    text = raw_input(env, name)
+    if not text:
+        return None
+    try:
+        return parse_positive_int(text)
+    except ValueError:
+        problems.append(InputProblem(name, f"{text!r} is not a whole number from 1 to 1024"))
+        return None
+
+
+def _choice(
+    env: Mapping[str, str], name: str, choices: tuple[str, ...], problems: list[InputProblem]
+) -> str:
+    """Input ``name``, one of ``choices`` in any case; the first (the default) when not given
+    or not one of them (a problem noted)."""
+    value = raw_input(env, name).lower() or choices[0]
+    if value in choices:
+        return value
+    problems.append(
+        InputProblem(name, f"{raw_input(env, name)!r} is not one of {', '.join(choices)}")
+    )
+    return choices[0]
+
+
 def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
     """Every input, checked; raises InputError listing all problems at once."""
     problems: list[InputProblem] = []
@@ -196,37 +222,9 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
     elif report_dir.exists() and not report_dir.is_dir():
         problems.append(InputProblem("report-dir", f"{report_text!r} is a file, not a directory"))
 
-    parallel: int | None = None
-    parallel_text = raw_input(env, "parallel-test-cases")
-    if parallel_text:
-        try:
-            parallel = parse_positive_int(parallel_text)
-        except ValueError:
-            problems.append(
-                InputProblem(
-                    "parallel-test-cases",
-                    f"{parallel_text!r} is not a whole number from 1 to 1024",
-                )
-            )
-
-    repeat: int | None = None
-    repeat_text = raw_input(env, "repeat")
-    if repeat_text:
-        try:
-            repeat = parse_positive_int(repeat_text)
-        except ValueError:
-            problems.append(
-                InputProblem("repeat", f"{repeat_text!r} is not a whole number from 1 to 1024")
-            )
-
-    comment = raw_input(env, "comment").lower() or "auto"
-    if comment not in ("auto", "always", "never"):
-        problems.append(
-            InputProblem(
-                "comment", f"{raw_input(env, 'comment')!r} is not one of auto, always, never"
-            )
-        )
-        comment = "auto"
+    parallel = _whole_number(env, "parallel-test-cases", problems)
+    repeat = _whole_number(env, "repeat", problems)
+    comment = _choice(env, "comment", ("auto", "always", "never"), problems)
 
     fail_text = raw_input(env, "fail-on-failure") or "true"
     if fail_text not in _TRUE + _FALSE:
@@ -234,14 +232,7 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
             InputProblem("fail-on-failure", f"{fail_text!r} is not a boolean (true or false)")
         )
 
-    fail_on = raw_input(env, "fail-on").lower() or "failures"
-    if fail_on not in ("failures", "regressions"):
-        problems.append(
-            InputProblem(
-                "fail-on", f"{raw_input(env, 'fail-on')!r} is not one of failures, regressions"
-            )
-        )
-        fail_on = "failures"
+    fail_on = _choice(env, "fail-on", ("failures", "regressions"), problems)
 
     install: list[str] = []
     for item in _split(raw_input(env, "install"), r"\s+"):

@@ -31,6 +31,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import regex as regex_engine
+
 from ..results import ArgMatchDetail
 from ..suite import ExpectedTool, FuzzyMatcher, RegexMatcher
 from ..types import ToolInvocation
@@ -121,20 +123,38 @@ class RegexBudget:
 
     def run(self, matcher: RegexMatcher, text: str) -> bool | str:
         """True/False for match/no match, or why the match did not run to the end."""
-        size = f"{len(text):,}-character value"
+        outcome = self.match(
+            matcher.pattern, matcher.regex, text, f"a {len(text):,}-character value"
+        )
+        return outcome if isinstance(outcome, str) else outcome is not None
+
+    def match(
+        self,
+        pattern: regex_engine.Pattern[str],
+        written: str,
+        text: str,
+        what: str,
+        *,
+        anchored: bool = True,
+    ) -> regex_engine.Match[str] | str | None:
+        """``pattern`` (``written`` so) on ``text`` (``what`` names it) within the budget:
+        the match or None, or why the match did not run to the end."""
+        shown = f"/{clip(written, 60)}/"
         if self.left <= 0:
             return (
-                f"regex /{_clip(matcher.regex)}/ was not tried on a {size}: this turn's regex "
-                f"matches already used their {_seconds(self.seconds)} budget"
+                f"regex {shown} was not tried on {what}: this turn's regex matches already "
+                f"used their {_seconds(self.seconds)} budget"
             )
         limit = min(REGEX_TIMEOUT, self.left)
         started = time.monotonic()
         try:
-            return matcher.pattern.fullmatch(text, timeout=limit) is not None
+            if anchored:
+                return pattern.fullmatch(text, timeout=limit)
+            return pattern.search(text, timeout=limit)
         except TimeoutError:
             return (
-                f"regex /{_clip(matcher.regex)}/ did not finish within {_seconds(limit)} on a {size}"
-                " (a pattern with nested repeats, such as (a+)+, can take exponential time)"
+                f"regex {shown} did not finish within {_seconds(limit)} on {what} (a pattern "
+                "with nested repeats, such as (a+)+, can take exponential time)"
             )
         finally:
             self.left -= time.monotonic() - started
@@ -144,7 +164,8 @@ def _seconds(value: float) -> str:
     return f"{value:g} s"
 
 
-def _clip(text: str, limit: int = 60) -> str:
+def clip(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters, the last one ``…`` when it was cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

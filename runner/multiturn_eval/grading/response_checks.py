@@ -34,14 +34,14 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import unicodedata
 from typing import Any
 
+from ..loaded import LoadedSuite
 from ..results import MetricResult
 from ..suite import StandardEvaluation
 from .evaluators import standard_result
-from .matchers import REGEX_TIMEOUT, RegexBudget
+from .matchers import RegexBudget, clip
 
 EXCERPT_CONTEXT = 40
 """Characters of the reply shown on each side of the relevant point."""
@@ -55,10 +55,6 @@ _FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:\n[ \t]*)?```", re.DOTALL)
 
 def _nfc(text: str) -> str:
     return unicodedata.normalize("NFC", text)
-
-
-def _clip(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def excerpt(text: str, start: int, end: int, context: int = EXCERPT_CONTEXT) -> str:
@@ -80,7 +76,7 @@ def _texts(values: list[str]) -> str:
 
 def no_reply(spec: StandardEvaluation, why: str) -> MetricResult:
     """A response check on a turn that ended without a reply: failed, saying why."""
-    return standard_result(spec, False, f"no reply to check: {_clip(why, 200)}")
+    return standard_result(spec, False, f"no reply to check: {clip(why, 200)}")
 
 
 # ------------------------------------------------------------------ contains / not_contains
@@ -175,33 +171,15 @@ def _run_regex(spec: StandardEvaluation, budget: RegexBudget, reply: str, anchor
     """The match (or None), or a string saying why it did not run to the end."""
     pattern = spec.compiled_pattern
     assert pattern is not None
-    size = f"{len(reply):,}-character reply"
-    shown = f"/{_clip(spec.pattern or '', 60)}/"
-    if budget.left <= 0:
-        return (
-            f"regex {shown} was not tried on the {size}: this turn's regex matches already "
-            f"used their {budget.seconds:g} s budget"
-        )
-    limit = min(REGEX_TIMEOUT, budget.left)
-    started = time.monotonic()
-    try:
-        if anchored:
-            return pattern.fullmatch(reply, timeout=limit)
-        return pattern.search(reply, timeout=limit)
-    except TimeoutError:
-        return (
-            f"regex {shown} did not finish within {limit:g} s on the {size} (a pattern with "
-            "nested repeats, such as (a+)+, can take exponential time)"
-        )
-    finally:
-        budget.left -= time.monotonic() - started
+    what = f"the {len(reply):,}-character reply"
+    return budget.match(pattern, spec.pattern or "", reply, what, anchored=anchored)
 
 
 def evaluate_regex(
     spec: StandardEvaluation, response: str, budget: RegexBudget | None = None
 ) -> MetricResult:
     budget = budget or RegexBudget()
-    shown = f"/{_clip(spec.pattern or '', 80)}/" + ("i" if spec.case_insensitive else "")
+    shown = f"/{clip(spec.pattern or '', 80)}/" + ("i" if spec.case_insensitive else "")
     outcome = _run_regex(spec, budget, response, spec.fullmatch)
     if isinstance(outcome, str):
         return standard_result(spec, False, outcome)
@@ -213,7 +191,7 @@ def evaluate_regex(
             spec,
             True,
             f"{shown} matched at character {start + 1}: {excerpt(response, start, end)}",
-            {"match": _clip(outcome.group(0), 200)},
+            {"match": clip(outcome.group(0), 200)},
         )
     if not response:
         return standard_result(spec, False, f"expected a match for {shown}; the reply is empty")
@@ -298,7 +276,7 @@ def evaluate_json(
     assert best is not None
     ordered = [best, *(e for e in errors if e is not best)]
     listed = [
-        {"path": json_path(e.absolute_path), "message": _clip(e.message, 200)} for e in ordered[:10]
+        {"path": json_path(e.absolute_path), "message": clip(e.message, 200)} for e in ordered[:10]
     ]
     more = (
         f" (and {len(errors) - 1} more schema error{'s' if len(errors) > 2 else ''})"
@@ -336,3 +314,21 @@ def schema_validator(schema: Any) -> Any:
 
     cls: Any = jsonschema.validators.validator_for(schema)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def suite_validator(loaded: LoadedSuite, evaluation: StandardEvaluation) -> Any | None:
+    """The validator of a ``metric: json`` evaluation of ``loaded`` (None: no schema).
+
+    Compiled once per evaluation and kept on the suite, as the loader read its schema.
+    """
+    schema = (
+        loaded.json_schemas.get(evaluation.schema_file)
+        if evaluation.schema_file is not None
+        else evaluation.json_schema
+    )
+    if schema is None:
+        return None
+    key = id(evaluation)
+    if key not in loaded.schema_validators:
+        loaded.schema_validators[key] = schema_validator(schema)
+    return loaded.schema_validators[key]

@@ -39,7 +39,7 @@ from ..results import ArgMatchDetail, MetricResult
 from ..suite import ConversationTools, ExpectedTool, Turn
 from ..types import ConversationContext, ToolInvocation
 from .conversation import mark_conversation
-from .matchers import RegexBudget, arg_mismatches, check_tools
+from .matchers import RegexBudget, arg_mismatches, check_tools, clip
 
 CONVERSATION_TOOLS = "conversation_tools"
 """The metric name of a test case's ``conversation_tools`` result."""
@@ -63,14 +63,10 @@ def _turn_label(i: int) -> str:
 TURN = Scope("in this turn", _turn_label)
 
 
-def _clip(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def call_brief(call: ToolInvocation) -> str:
     """``delete_account(user_id='u1')`` (clipped)."""
-    args = ", ".join(f"{k}={_clip(repr(v), 40)}" for k, v in call.args.items())
-    return _clip(f"{call.name}({args})", 120)
+    args = ", ".join(f"{k}={clip(repr(v), 40)}" for k, v in call.args.items())
+    return clip(f"{call.name}({args})", 120)
 
 
 def _labels(indices: Sequence[int], scope: Scope) -> str:

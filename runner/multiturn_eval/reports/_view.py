@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal, ParamSpec, TypeVar
 
-from ..results import CaseResult, Report, TurnResult
+from ..results import CaseResult, RegradeInfo, Report, TurnResult
 from ..types import TokenUsage, ToolInvocation
-from .redact import strip_control
 
 TurnStatus = Literal["passed", "failed", "error", "skipped"]
 
@@ -63,33 +62,16 @@ STATUS_WORD: dict[str, str] = {
     "skipped": "skipped",
 }
 
-# Lone surrogates (an agent's broken JSON escapes) cannot be written as UTF-8;
-# XML 1.0 also forbids U+FFFE and U+FFFF (and the controls strip_control removes).
-_SURROGATES = re.compile("[\ud800-\udfff]")
-_XML_FORBIDDEN = re.compile("[\ufffe\uffff]")
 
-
-def clean(text: object) -> str:
-    """Text safe to show: ANSI escapes and control characters removed, CR LF -> LF,
-    lone surrogates replaced by U+FFFD."""
-    value = text if isinstance(text, str) else str(text)
-    if "\r" in value:
-        value = value.replace("\r\n", "\n").replace("\r", "\n")
-    if not value.isascii():
-        value = _SURROGATES.sub("\ufffd", value)
-    return strip_control(value)
-
-
-def xml_clean(text: object) -> str:
-    """:func:`clean`, then the characters XML 1.0 cannot carry removed."""
-    return _XML_FORBIDDEN.sub("", clean(text))
-
-
-def cut(text: str, limit: int) -> tuple[str, int]:
-    """(the first ``limit`` characters, how many were cut off)."""
-    if len(text) <= limit:
-        return text, 0
-    return text[:limit], len(text) - limit
+def flips_line(info: RegradeInfo) -> str:
+    """``regrade of report.json: 12 turns regraded; 2 passed -> failed, 1 failed -> passed; ...``"""
+    line = (
+        f"regrade of {info.file}: {info.turns_regraded:,} turn(s) regraded; "
+        f"{info.flipped_to_failed:,} passed -> failed, {info.flipped_to_passed:,} failed -> passed"
+    )
+    if info.turns_not_regradable:
+        line += f"; {info.turns_not_regradable:,} turn(s) not regradable"
+    return line
 
 
 # ------------------------------------------------------------------------ statuses

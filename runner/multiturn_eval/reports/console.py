@@ -35,8 +35,9 @@ import time
 from typing import TextIO
 
 from ..results import CaseResult, Report, TurnResult, UserTraceback
+from ..secrets import Redactor
 from . import _view as v
-from .redact import Redactor, strip_control
+from .escape import strip_control
 
 _BAR_WIDTH = 24
 #: characters of a traceback line shown (a line of source or a message; the reports keep it all)
@@ -279,9 +280,7 @@ class Console:
     def _write_comparisons(self, report: Report) -> None:
         """The regrade's flips and the baseline's counts, one line each, then each regression."""
         if report.regrade is not None:
-            from ..regrade import flips_line
-
-            self.write(self.clip(flips_line(report.regrade), 400))
+            self.write(self.clip(v.flips_line(report.regrade), 400))
         if report.baseline is not None:
             from ..comparison import regressions, summary_line
 

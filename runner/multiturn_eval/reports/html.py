@@ -53,6 +53,7 @@ from pydantic_core import PydanticSerializationError
 
 from ..results import CaseResult, Report, TurnResult, UserTraceback
 from . import _view as v
+from .escape import clean, cut
 
 STATIC_TURNS = 400
 """Turns also written as static HTML for readers without JavaScript (failing test cases first)."""
@@ -121,17 +122,17 @@ def _turn_meta(turn: TurnResult) -> str:
 
 def _checks(turn: TurnResult) -> list[dict[str, str]]:
     """Every check with its outcome (the same list the script draws)."""
-    out = [{"cls": "warn" if turn.skipped else "fail", "text": v.clean(e)} for e in turn.errors]
+    out = [{"cls": "warn" if turn.skipped else "fail", "text": clean(e)} for e in turn.errors]
     for detail in turn.arg_match_details:
         if detail.reason:
-            out.append({"cls": "fail", "text": v.clean(detail.reason)})
+            out.append({"cls": "fail", "text": clean(detail.reason)})
         else:
             call = (
                 ""
                 if detail.matched_call_index is None
                 else f" call #{detail.matched_call_index + 1}"
             )
-            out.append({"cls": "pass", "text": v.clean(f"{detail.expected_tool}: matched{call}")})
+            out.append({"cls": "pass", "text": clean(f"{detail.expected_tool}: matched{call}")})
     for metric in turn.metric_results:
         why = (
             f"error: {metric.error}"
@@ -142,8 +143,8 @@ def _checks(turn: TurnResult) -> list[dict[str, str]]:
         if metric.kind == "code" and metric.score is not None:
             threshold = f", threshold {metric.threshold:g}" if metric.threshold is not None else ""
             text += f" (score {metric.score:g}{threshold})"
-        out.append({"cls": "pass" if metric.passed else "fail", "text": v.clean(text)})
-    out.extend({"cls": "warn", "text": v.clean(w)} for w in turn.warnings)
+        out.append({"cls": "pass" if metric.passed else "fail", "text": clean(text)})
+    out.extend({"cls": "warn", "text": clean(w)} for w in turn.warnings)
     return out
 
 
@@ -159,31 +160,31 @@ def _pretty(value: Any) -> str:
 
 def _tracebacks(tracebacks: list[UserTraceback] | None) -> list[dict[str, str]]:
     """Each traceback of your code: where it raised, and the text (drawn folded)."""
-    return [{"where": v.clean(t.where), "text": v.clean(t.traceback)} for t in tracebacks or []]
+    return [{"where": clean(t.where), "text": clean(t.traceback)} for t in tracebacks or []]
 
 
 def _static_turn(turn: TurnResult, total: int) -> dict[str, Any]:
     status = v.turn_status(turn)
-    fields: list[dict[str, Any]] = [{"label": "Input", "text": v.clean(turn.input), "empty": False}]
+    fields: list[dict[str, Any]] = [{"label": "Input", "text": clean(turn.input), "empty": False}]
     if turn.ground_truth is not None:
-        fields.append({"label": "Expected", "text": v.clean(turn.ground_truth), "empty": False})
+        fields.append({"label": "Expected", "text": clean(turn.ground_truth), "empty": False})
     if status == "skipped":
         fields.append({"label": "Response", "text": "not sent", "empty": True})
     elif turn.response is None:
         fields.append({"label": "Response", "text": "no reply", "empty": True})
     else:
-        fields.append({"label": "Response", "text": v.clean(turn.response), "empty": False})
+        fields.append({"label": "Response", "text": clean(turn.response), "empty": False})
     calls = [
         {
             "n": i + 1,
-            "name": v.clean(call.name),
-            "args": v.clean(_pretty(call.args)),
+            "name": clean(call.name),
+            "args": clean(_pretty(call.args)),
             "result": (
-                v.clean(f"error: {call.error}")
+                clean(f"error: {call.error}")
                 if call.error
                 else None
                 if call.result is None
-                else v.clean(_pretty(call.result))
+                else clean(_pretty(call.result))
             ),
         }
         for i, call in enumerate(turn.tool_invocations)
@@ -218,16 +219,16 @@ def _case_view(case: CaseResult, index: int, static: bool) -> dict[str, Any]:
     if judged:
         where.append(judged)
     turn_errors = {e for t in turns for e in t.errors}
-    notes = [{"cls": "fail", "text": v.clean(e)} for e in case.errors if e not in turn_errors]
-    notes += [{"cls": "fail", "text": v.clean(text)} for text in v.conversation_lines(case)]
+    notes = [{"cls": "fail", "text": clean(e)} for e in case.errors if e not in turn_errors]
+    notes += [{"cls": "fail", "text": clean(text)} for text in v.conversation_lines(case)]
     notes += [
-        {"cls": "warn", "text": v.clean(w)}
+        {"cls": "warn", "text": clean(w)}
         for w in case.warnings
         if not any(w in t.warnings for t in turns)
     ]
     reason = ""
     if first is not None:
-        reason, left = v.cut(v.clean(first.reason), _REASON_LIMIT)
+        reason, left = cut(clean(first.reason), _REASON_LIMIT)
         if left:
             reason += "…"
         if first.more:
@@ -239,12 +240,12 @@ def _case_view(case: CaseResult, index: int, static: bool) -> dict[str, Any]:
         "i": index,
         "outcome": case.outcome,
         "word": v.STATUS_WORD[case.outcome],
-        "suite_name": v.clean(case.suite_name),
-        "name": v.clean(case.name),
-        "search": v.clean(f"{case.suite_name} {case.name}").lower(),
+        "suite_name": clean(case.suite_name),
+        "name": clean(case.name),
+        "search": clean(f"{case.suite_name} {case.name}").lower(),
         "stats": " · ".join(stats),
         "reason": reason,
-        "where": v.clean(" · ".join(where)),
+        "where": clean(" · ".join(where)),
         "notes": notes,
         # a legacy case's are its one turn's (drawn with the turn)
         "tracebacks": _tracebacks(case.tracebacks) if case.turns is not None else [],
@@ -284,7 +285,7 @@ def _repeat_view(case: CaseResult, budget: list[int]) -> dict[str, Any] | None:
             reason = f"turn {failing.turn_index + 1}: {why}"
         elif run.errors and not run.passed:
             reason = run.errors[0]
-        reason, left = v.cut(v.clean(reason), _REASON_LIMIT)
+        reason, left = cut(clean(reason), _REASON_LIMIT)
         passed = sum(1 for t in turns if t.passed)
         runs.append(
             {
@@ -358,9 +359,7 @@ def _verdict(report: Report) -> tuple[str, str]:
 def _regrade_line(report: Report) -> str:
     if report.regrade is None:
         return ""
-    from ..regrade import flips_line
-
-    return " ".join([flips_line(report.regrade) + ".", *report.regrade.notes])
+    return " ".join([v.flips_line(report.regrade) + ".", *report.regrade.notes])
 
 
 def _baseline_view(
@@ -379,7 +378,7 @@ def _baseline_view(
             continue
         view["change"] = change.change
         view["change_word"] = v.CHANGE_WORDS[change.change]
-        view["change_title"] = v.clean(f"{change.before or '—'} → {change.after or '—'}")
+        view["change_title"] = clean(f"{change.before or '—'} → {change.after or '—'}")
     choices = [
         {"value": k, "label": f"{v.CHANGE_WORDS[k]} ({n:,})"}
         for k, n in comparison.counts.items()
@@ -391,8 +390,8 @@ def _baseline_view(
         if n and k in v.CHANGE_WORDS
     )
     delta = {
-        "cases": v.clean(f"Δ vs baseline: {shown or 'none'}"),
-        "turns": v.clean(
+        "cases": clean(f"Δ vs baseline: {shown or 'none'}"),
+        "turns": clean(
             f"{comparison.turn_counts.get('regressed', 0):,} regressed, "
             f"{comparison.turn_counts.get('fixed', 0):,} fixed"
         ),
@@ -445,7 +444,7 @@ def render_html(report: Report) -> str:
         "title": f"multiturn-eval: {verdict}",
         "verdict": verdict,
         "verdict_class": verdict_class,
-        "meta": v.clean(" · ".join(meta)),
+        "meta": clean(" · ".join(meta)),
         "totals": {
             "cases": f"{s.total:,}: " + ", ".join(case_counts),
             "turns": f"{s.turns.total:,}: " + ", ".join(turns),
@@ -461,14 +460,14 @@ def render_html(report: Report) -> str:
             },
         },
         "notice": (
-            v.clean(
+            clean(
                 f"The run did not complete ({report.run.stop_reason or 'interrupted'}): "
                 "test cases that did not finish are shown as not run."
             )
             if not report.run.complete
             else ""
         ),
-        "regrade": v.clean(_regrade_line(report)),
+        "regrade": clean(_regrade_line(report)),
         "failures": f"{s.failed:,}",
         "changes": changes,
         "delta": delta,

@@ -40,6 +40,7 @@ import xml.etree.ElementTree as ET
 
 from ..results import CaseResult, Report, TurnResult
 from . import _view as v
+from .escape import cut, xml_clean
 
 TEXT_LIMIT = 2_000
 """Characters of one reply, input or expected value in a failure's text."""
@@ -56,7 +57,7 @@ def _field(text: object, limit: int = TEXT_LIMIT) -> str:
     value = text if isinstance(text, str) else str(text)
     if "\r" in value:
         value = value.replace("\r\n", "\n").replace("\r", "\n")
-    value, left = v.cut(value, limit)
+    value, left = cut(value, limit)
     if left:
         value += f" … [{left:,} more characters cut; the whole text is in report.json]"
     # continuation lines indented under their label
@@ -64,7 +65,7 @@ def _field(text: object, limit: int = TEXT_LIMIT) -> str:
 
 
 def _one_line(text: str, limit: int = _MESSAGE_LIMIT) -> str:
-    value, left = v.cut(" ".join(v.xml_clean(text).split()), limit)
+    value, left = cut(" ".join(xml_clean(text).split()), limit)
     return value + ("…" if left else "")
 
 
@@ -125,7 +126,7 @@ def _case_text(case: CaseResult) -> str:
         lines.append(f"✗ {_field(text)}")
     for warning in case.warnings:
         lines.append(f"warning: {_field(warning)}")
-    return v.xml_clean("\n".join(lines) + "\n")
+    return xml_clean("\n".join(lines) + "\n")
 
 
 def _regressed(report: Report) -> dict[tuple[str, int], str]:
@@ -141,9 +142,9 @@ def _regressed(report: Report) -> dict[tuple[str, int], str]:
 
 def _testcase(parent: ET.Element, case: CaseResult, regressed: str | None = None) -> None:
     attrs = {
-        "classname": v.xml_clean(case.suite_name),
-        "name": v.xml_clean(case.name),
-        "file": v.xml_clean(case.suite),
+        "classname": xml_clean(case.suite_name),
+        "name": xml_clean(case.name),
+        "file": xml_clean(case.suite),
         "time": _seconds(case.duration_ms),
     }
     if case.line is not None:
@@ -204,12 +205,12 @@ def render_junit(report: Report) -> str:
             root,
             "testsuite",
             {
-                "name": v.xml_clean(names.get(path) or path),
+                "name": xml_clean(names.get(path) or path),
                 **_counts(cases),
                 "skipped": str(sum(1 for c in cases if c.outcome == "skipped")),
                 "time": _seconds(sum(c.duration_ms for c in cases)),
-                "timestamp": v.xml_clean(report.run.started_at),
-                "file": v.xml_clean(path),
+                "timestamp": xml_clean(report.run.started_at),
+                "file": xml_clean(path),
             },
         )
         if report.run.missing_shards:  # a merge with --allow-partial: say what is missing
@@ -219,7 +220,7 @@ def render_junit(report: Report) -> str:
                 "property",
                 {
                     "name": "multiturn-eval.incomplete",
-                    "value": v.xml_clean(report.run.stop_reason or ""),
+                    "value": xml_clean(report.run.stop_reason or ""),
                 },
             )
         for case in cases:

@@ -3,10 +3,12 @@
 Layout: a hidden marker naming the suite set (:func:`comment_marker`, so the
 action finds and updates its own sticky comment), a one-line verdict, a totals
 table, each failing test case in a ``<details>`` block with a per-turn table,
-the passing test cases as one line, and links to the workflow run.
+the passing test cases as one line, and links to the workflow run. With
+``--baseline``, a totals row and a section for the comparison
+(:mod:`.md_comparison`).
 
 **Agent text is hostile.** Responses, tool arguments, inputs and names are
-escaped by :func:`md_text`, which is safe both inside a table cell and inside
+escaped by :func:`~.escape.md_text`, which is safe both inside a table cell and inside
 raw HTML (``<summary>``), because it uses only HTML character references:
 
 - ``& < >`` and every character Markdown or GFM gives meaning inline
@@ -42,17 +44,17 @@ repeats render exactly as before.
 from __future__ import annotations
 
 import functools
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from ..results import BaselineComparison, CaseChange, CaseResult, RegradeInfo, Report, TurnResult
+from ..results import CaseResult, RegradeInfo, Report, TurnResult
 from ..spend import dollars
 from . import _view as v
+from .escape import md_code, md_text
+from .md_comparison import TotalsRow, delta_row, render_comparison
 
 MAX_CHARS = 60_000
 """The comment stays strictly below this (GitHub's hard limit is 65,536)."""
@@ -81,66 +83,6 @@ class _Limits:
 
 _NORMAL = _Limits(input=300, expected=300, got=600, tools=300, check=400, checks=4, rows=24)
 _TIGHT = _Limits(input=80, expected=80, got=160, tools=100, check=160, checks=2, rows=6)
-
-# --------------------------------------------------------------------------- escaping
-
-_ZWSP = "\u200b"
-_DEFUSE = re.compile(r"@|#(?=[0-9])|\b[Gg][Hh]-(?=[0-9])|://|\b[Ww][Ww][Ww](?=\.)")
-_ESCAPES = str.maketrans(
-    {
-        "&": "&amp;",
-        "<": "&lt;",
-        ">": "&gt;",
-        "\\": "&#92;",
-        "`": "&#96;",
-        "*": "&#42;",
-        "_": "&#95;",
-        "[": "&#91;",
-        "]": "&#93;",
-        "|": "&#124;",
-        "~": "&#126;",
-        "$": "&#36;",
-        "\t": " ",
-        "\n": "<br>",
-        "\u2028": "<br>",
-        "\u2029": "<br>",
-        # bidi embeddings, overrides and isolates could reorder the rest of a line
-        **dict.fromkeys(
-            ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068"],
-            None,
-        ),
-        "\u2069": None,
-    }
-)
-
-
-def _defuse(match: re.Match[str]) -> str:
-    text = match.group()
-    if text == "://":
-        return ":" + _ZWSP + "//"
-    return text + _ZWSP
-
-
-def md_text(text: object, limit: int | None = None, *, where: str = "report.html") -> str:
-    """Untrusted text -> inert Markdown/HTML text for a table cell or ``<summary>``."""
-    raw = text if isinstance(text, str) else str(text)
-    if limit is not None and len(raw) > 2 * limit + 256:
-        # clean only what can be shown (a 100 KB reply in 2,000 failures adds up);
-        # the count left out is then approximate by the control characters it held
-        value, _ = v.cut(v.clean(raw[: 2 * limit + 256]), limit)
-        left = len(raw) - len(value)
-    else:
-        value = v.clean(raw)
-        value, left = v.cut(value, limit) if limit is not None else (value, 0)
-    escaped = _DEFUSE.sub(_defuse, value).translate(_ESCAPES)
-    if left:
-        escaped += f" <i>… [{left:,} more characters cut; the whole text is in {where}]</i>"
-    return escaped
-
-
-def _code(text: object, limit: int | None = None) -> str:
-    """A file path or name in monospace, escaped like any other text (never a code span)."""
-    return f"<code>{md_text(text, limit)}</code>"
 
 
 def _link(label: str, url: str) -> str:
@@ -181,13 +123,7 @@ class _CompactRow:
 
 
 @dataclass
-class _Totals:
-    cases: str
-    turns: str
-    pass_rate: str
-    tokens: str
-    cost: str
-    duration: str
+class _Totals(TotalsRow):
     extra_rows: list[Any] = field(default_factory=list)
     """Room for a baseline-delta row (SPEC 6.7, later)."""
     repeat_head: str = ""
@@ -278,7 +214,7 @@ def _totals(report: Report) -> _Totals:
         tokens += f" ({cached:,} cached)"
     extra: list[Any] = []
     if report.baseline is not None:
-        extra.append(_delta_row(report.baseline))
+        extra.append(delta_row(report.baseline))
     totals = _Totals(
         extra_rows=extra,
         cases=f"{s.total:,}: " + ", ".join(cases),
@@ -329,163 +265,6 @@ def _flaky_lines(report: Report) -> list[str]:
     return lines
 
 
-@dataclass
-class _DeltaRow:
-    cases: str
-    turns: str
-    pass_rate: str
-    tokens: str
-    cost: str
-    duration: str
-
-
-def _counts_text(counts: dict[str, int]) -> str:
-    shown = [f"{n:,} {v.CHANGE_WORDS[k]}" for k, n in counts.items() if n and k in v.CHANGE_WORDS]
-    return ", ".join(shown) or "none"
-
-
-def _delta_row(comparison: BaselineComparison) -> _DeltaRow:
-    """The totals table's second row: this run minus the baseline."""
-    return _DeltaRow(
-        cases=f"<b>Δ vs baseline</b>: {_counts_text(comparison.counts)}",
-        turns=_counts_text(
-            {k: n for k, n in comparison.turn_counts.items() if k in ("regressed", "fixed")}
-        ),
-        pass_rate=v.delta_rate(comparison.pass_rate.delta),
-        tokens=v.delta_count(comparison.total_tokens.delta),
-        cost=v.delta_cost(comparison.cost_usd.delta),
-        duration=v.delta_duration(comparison.duration_ms.delta),
-    )
-
-
-#: rows per section of the baseline comparison, and the characters each section may take
-#: (whatever the names and checks hold: the whole section stays under about 30,000, so
-#: the comment keeps room for the failing test cases below it)
-_MAX_REGRESSED, _MAX_FIXED, _MAX_OTHER = 30, 30, 50
-_BUDGET_REGRESSED, _BUDGET_FIXED, _BUDGET_OTHER = 16_000, 6_000, 6_000
-
-
-def _change_title(change: CaseChange) -> str:
-    return f"{md_text(change.name, 120)} <sub>{_code(change.suite, 80)}</sub>"
-
-
-def _changed_turns(change: CaseChange, kind: str) -> str:
-    turns = [t for t in change.turns if t.change == kind]
-    if not turns:
-        return "—"
-    shown = ", ".join(
-        f"{t.turn_index + 1} ({md_text(t.before or '—', 20)} → {md_text(t.after or '—', 20)})"
-        for t in turns[:5]
-    )
-    return shown + (f" <i>+{len(turns) - 5} more</i>" if len(turns) > 5 else "")
-
-
-def _first_turn_check(change: CaseChange) -> str:
-    for turn in change.turns:
-        if turn.change == "regressed" and turn.failing_check:
-            return f"turn {turn.turn_index + 1}: {turn.failing_check}"
-    return change.failing_check or ""
-
-
-def _verdicts(change: CaseChange) -> str:
-    return f"{md_text(change.before or '—', 30)} → {md_text(change.after or '—', 30)}"
-
-
-def _table(
-    changes: list[CaseChange],
-    row: Callable[[CaseChange], str],
-    head: str,
-    max_rows: int,
-    budget: int,
-) -> str:
-    """``head`` and a row per change while within ``max_rows`` and ``budget`` characters."""
-    rows: list[str] = []
-    used = len(head)
-    for change in changes[:max_rows]:
-        text = row(change)
-        if used + len(text) + 1 > budget:
-            break
-        rows.append(text)
-        used += len(text) + 1
-    table = head + "\n".join(rows)
-    left = len(changes) - len(rows)
-    if left:
-        table += (
-            f"\n\n<i>{v.plural(left, 'more test case')}: every one is in report.html and "
-            "report.json.</i>"
-        )
-    return table
-
-
-def _regressed_row(c: CaseChange) -> str:
-    return (
-        f"| {_change_title(c)} | {_changed_turns(c, 'regressed')} | {_verdicts(c)} | "
-        f"{md_text(_first_turn_check(c), 200)} |"
-    )
-
-
-def _fixed_row(c: CaseChange) -> str:
-    return f"| {_change_title(c)} | {_changed_turns(c, 'fixed')} | {_verdicts(c)} |"
-
-
-def _other_row(c: CaseChange) -> str:
-    return (
-        f"| {v.CHANGE_ICON[c.change]} {v.CHANGE_WORDS[c.change]} | {_change_title(c)} | "
-        f"{_verdicts(c)} |"
-    )
-
-
-_OTHERS = ("still_failing", "within_noise", "still_passing", "new", "removed", "not_run")
-
-
-def render_comparison(comparison: BaselineComparison) -> str:
-    """Regressions first (turn, before → after, the failing check), then fixed, the rest folded.
-
-    Each section has a row budget and a character budget, so however many cases changed
-    and whatever their names hold, the section stays under about 30,000 characters.
-    """
-    by: dict[str, list[CaseChange]] = {}
-    for change in comparison.cases:
-        by.setdefault(change.change, []).append(change)
-    parts: list[str] = []
-    regressed = by.get("regressed", [])
-    if regressed:
-        head = (
-            f"#### 🔻 Regressions vs baseline ({len(regressed):,})\n\n"
-            "| Test case | Turn (before → after) | Case | What fails now |\n|:--|:--|:--|:--|\n"
-        )
-        parts.append(_table(regressed, _regressed_row, head, _MAX_REGRESSED, _BUDGET_REGRESSED))
-    fixed = by.get("fixed", [])
-    if fixed:
-        head = (
-            f"#### 🔺 Fixed vs baseline ({len(fixed):,})\n\n"
-            "| Test case | Turn (before → after) | Case |\n|:--|:--|:--|\n"
-        )
-        parts.append(_table(fixed, _fixed_row, head, _MAX_FIXED, _BUDGET_FIXED))
-    # the most telling first: what still fails, then what is new, gone or not run
-    rest = [
-        c
-        for k in ("still_failing", "within_noise", "new", "removed", "not_run", "still_passing")
-        for c in by.get(k, [])
-    ]
-    if rest:
-        counts = {k: len(by.get(k, [])) for k in _OTHERS}
-        head = (
-            f"<details>\n<summary>Other test cases vs baseline: {_counts_text(counts)}</summary>"
-            "\n\n| Change | Test case | Before → after |\n|:--|:--|:--|\n"
-        )
-        parts.append(_table(rest, _other_row, head, _MAX_OTHER, _BUDGET_OTHER) + "\n\n</details>")
-    source = md_text(comparison.file, 160)
-    if comparison.run.git_sha:
-        source += f" ({md_text(comparison.run.git_sha[:7])})"
-    parts.append(f"<sub>Baseline: {source}. {md_text(comparison.noise, 300)}.</sub>")
-    for warning in comparison.warnings[:3]:
-        parts.append(f"<sub>⚠️ {md_text(warning, 300)}</sub>")
-    if len(comparison.warnings) > 3:
-        parts.append(f"<sub>… {len(comparison.warnings) - 3:,} more warnings in report.json</sub>")
-    return "\n\n".join(parts)
-
-
 def render_regrade(info: RegradeInfo) -> str:
     """The regrade's line: how many verdicts flipped each way."""
     text = (
@@ -513,7 +292,7 @@ def _suite_rows(report: Report) -> list[_SuiteRow]:
         row[1 if case.passed else 3 if case.skipped else 2] += 1
     return [
         _SuiteRow(
-            name=f"{md_text(names.get(path, path), 80)} ({_code(path, 120)})",
+            name=f"{md_text(names.get(path, path), 80)} ({md_code(path, 120)})",
             total=f"{row[0]:,}",
             passed=f"{row[1]:,}",
             failed=f"{row[2]:,}",
@@ -528,7 +307,7 @@ def _case_title(case: CaseResult) -> str:
 
 
 def _where(case: CaseResult) -> str:
-    return _code(f"{case.suite}:{case.line}" if case.line else case.suite, 200)
+    return md_code(f"{case.suite}:{case.line}" if case.line else case.suite, 200)
 
 
 def _cell_checks(turn: TurnResult, limits: _Limits) -> str:
@@ -676,7 +455,7 @@ def _render_block(case: CaseResult) -> str:
 def _footer(report: Report, links: v.RunLinks | None) -> str:
     parts = [f"multiturn-eval {md_text(report.run.version or '')}".rstrip()]
     suites = report.run.suites
-    shown = ", ".join(_code(s, 120) for s in suites[:8])
+    shown = ", ".join(md_code(s, 120) for s in suites[:8])
     if len(suites) > 8:
         shown += f" and {len(suites) - 8} more"
     if shown:

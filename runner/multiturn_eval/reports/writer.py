@@ -31,9 +31,10 @@ from typing import TextIO
 
 from .._version import __version__
 from ..environment import RunEnvironment
-from ..results import CaseResult, GitHubRun, Report, RunInfo, summarize
+from ..results import CaseResult, GitHubRun, Report, RunInfo
+from ..rollup import summarize
+from ..secrets import Redactor
 from .json_report import dump_json
-from .redact import Redactor
 
 #: format -> (file name, "module:function") rendering a Report to text
 RENDERERS: dict[str, tuple[str, str]] = {

@@ -322,7 +322,7 @@ def import_factory(ref: str, path: Path_) -> tuple[Callable[..., Any] | None, Is
 
 def read_prompt_file(name: str, base_dir: Path, path: Path_) -> tuple[str | None, Issue | None]:
     """A ``prompt_file`` read (relative to the suite) and its placeholders checked."""
-    from ..loader import read_text  # lazily: the loader imports this module
+    from ..reading import read_text
     from .prompt import template_problem
 
     target = base_dir / name

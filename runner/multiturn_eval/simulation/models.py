@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..suite import CALLABLE_PATTERN, JudgeConfig, ScalarText, _Strict, at_path
+from ..suite import CALLABLE_PATTERN, JudgeConfig, ScalarText, at_path
+from ..suite.common import _Strict
 
 SimulatorBackend = Literal["anthropic", "openai", "python"]
 DEFAULT_BACKEND = "anthropic"

@@ -53,10 +53,11 @@ The model backends (``anthropic``, ``openai``, ``semantic-kernel``) use this mod
 """
 
 from ..errors import ToolArgumentError, ToolClashError, ToolDefinitionError, UnknownToolError
-from .calls import DEFAULT_MAX_TOOL_RESULT_CHARS, ToolOutcome, ToolSet, error_text
+from .calls import ToolSet
 from .checks import tool_definition_issues
 from .definition import TOOL_NAME, FunctionTool, Tool
 from .docstrings import parse_docstring
+from .outcome import DEFAULT_MAX_TOOL_RESULT_CHARS, ToolOutcome, error_text
 
 __all__ = [
     "DEFAULT_MAX_TOOL_RESULT_CHARS",

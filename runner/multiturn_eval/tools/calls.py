@@ -5,17 +5,10 @@ See :mod:`multiturn_eval.tools` for the rules.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import functools
-import inspect
-import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
-
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..errors import (
     ConfigError,
@@ -24,187 +17,19 @@ from ..errors import (
     ToolClashError,
     ToolDefinitionError,
     UnknownToolError,
-    UserCodeAbort,
 )
-from ..types import CaseContext, ToolInvocation
-from ..usercode import abort_text, note_traceback
-from .definition import FunctionTool, Tool, quote_value
+from ..types import CaseContext
+from .definition import Tool
+from .outcome import (
+    DEFAULT_MAX_TOOL_RESULT_CHARS,
+    ToolOutcome,
+    capped,
+    failed_from,
+    parse_arguments,
+)
 
 if TYPE_CHECKING:
-    from ..loader import LoadedSuite
-
-
-def _jsonable(value: Any) -> Any:
-    try:
-        return to_jsonable_python(value, fallback=repr)
-    except (PydanticSerializationError, ValueError, TypeError):
-        return repr(value)
-
-
-def _content(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(_jsonable(value), ensure_ascii=False)
-
-
-def error_text(exc: BaseException) -> str:
-    """``ExceptionType: message`` (just the type when there is no message; an abort in words)."""
-    if isinstance(exc, UserCodeAbort):
-        return str(exc)
-    message = str(exc).strip()
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-
-
-@dataclasses.dataclass(frozen=True)
-class ToolOutcome:
-    """One tool call's result: what the model is told, and what the report records."""
-
-    invocation: ToolInvocation
-    content: str
-    """Text answered to the model: the result (a string as is, anything else as JSON),
-    or ``"Error: ExceptionType: message"``."""
-    is_error: bool
-
-
-async def call_tool(
-    tool: FunctionTool,
-    arguments: Mapping[str, Any] | str | None,
-    case: CaseContext | None = None,
-    *,
-    executor: Executor | None = None,
-) -> ToolOutcome:
-    """Validate, run and record one call; never raises (except cancellation)."""
-    started = time.perf_counter()
-    args: dict[str, Any] = {}
-    running = False  # past validation: what is raised from here on is the tool's own
-    try:
-        args = parse_arguments(arguments)
-        kwargs = tool.validate(args)
-        if tool.context_parameter is not None:
-            kwargs[tool.context_parameter] = case
-        running = True
-        result = await _run(tool, kwargs, executor)
-    except asyncio.CancelledError as exc:
-        task = asyncio.current_task()
-        if task is None or task.cancelling():  # the run (or the turn's deadline) stops it
-            raise
-        note_traceback(f"tool {tool.name!r}", exc)
-        return _failed(tool.name, args, UserCodeAbort(abort_text(exc, "tool")), started)
-    except Exception as exc:
-        if running:
-            note_traceback(f"tool {tool.name!r}", exc)
-        return _failed(tool.name, args, exc, started)
-    except BaseException as exc:  # sys.exit(), KeyboardInterrupt in a tool: that call failed
-        # (Semantic Kernel runs tool calls in tasks of their own, from which asyncio would
-        # re-raise such an exception out of the whole run.)
-        note_traceback(f"tool {tool.name!r}", exc)
-        return _failed(tool.name, args, UserCodeAbort(abort_text(exc, "tool")), started)
-    duration = (time.perf_counter() - started) * 1000
-    return ToolOutcome(
-        invocation=ToolInvocation.model_construct(
-            name=tool.name,
-            args=args,
-            result=_jsonable(result),
-            error=None,
-            duration_ms=duration,
-        ),
-        content=_content(result),
-        is_error=False,
-    )
-
-
-async def _run(tool: FunctionTool, kwargs: dict[str, Any], executor: Executor | None) -> Any:
-    positional = [kwargs.pop(name) for name in tool.positional_only]
-    if tool.is_async:
-        return await tool.function(*positional, **kwargs)
-    loop = asyncio.get_running_loop()
-    value = await loop.run_in_executor(
-        executor, functools.partial(tool.function, *positional, **kwargs)
-    )
-    if inspect.isawaitable(value):
-        value = await value
-    return value
-
-
-def parse_arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
-    """The model's arguments as a mapping (JSON text parsed); :class:`ToolArgumentError` if not."""
-    if arguments is None:
-        return {}
-    if isinstance(arguments, str):
-        if not arguments.strip():
-            return {}
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError as exc:
-            raise ToolArgumentError(
-                f"arguments are not valid JSON ({exc.msg}): {quote_value(arguments)}"
-            ) from None
-    if not isinstance(arguments, Mapping):
-        raise ToolArgumentError(
-            f"arguments must be a JSON object, got {type(arguments).__name__}: {quote_value(arguments)}"
-        )
-    return dict(arguments)
-
-
-def _failed(name: str, args: dict[str, Any], exc: BaseException, started: float) -> ToolOutcome:
-    return failed_outcome(name, args, error_text(exc), started)
-
-
-def failed_outcome(
-    name: str, args: Mapping[str, Any], error: str, started: float, *, server: str | None = None
-) -> ToolOutcome:
-    """A call that failed with ``error``: the model reads ``Error: <error>``."""
-    return ToolOutcome(
-        invocation=ToolInvocation.model_construct(
-            name=name,
-            args=_jsonable(dict(args)),
-            result=None,
-            error=error,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            server=server,
-        ),
-        content=f"Error: {error}",
-        is_error=True,
-    )
-
-
-# ------------------------------------------------------------------------------ the cap
-
-#: ``max_tool_result_chars`` when the agent block gives none
-DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000
-
-
-def cut_text(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters plus a marker saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    return (
-        text[:limit] + f"… [{len(text) - limit:,} of {len(text):,} characters cut: "
-        f"max_tool_result_chars is {limit:,}]"
-    )
-
-
-def capped(outcome: ToolOutcome, limit: int | None) -> ToolOutcome:
-    """``outcome`` with its text cut to ``limit`` characters, for the model and the reports.
-
-    The model reads the cut text; the invocation records it as its ``result`` (a
-    result that was not text becomes the cut JSON text) or its ``error``.
-    """
-    if limit is None or len(outcome.content) <= limit:
-        return outcome
-    invocation = outcome.invocation
-    if outcome.is_error and invocation.error is not None:
-        error = cut_text(invocation.error, limit)
-        update: dict[str, Any] = {"error": error}
-        content = f"Error: {error}"
-    else:
-        content = cut_text(outcome.content, limit)
-        update = {"result": content}
-    return ToolOutcome(
-        invocation=invocation.model_copy(update=update),
-        content=content,
-        is_error=outcome.is_error,
-    )
+    from ..loaded import LoadedSuite
 
 
 # ---------------------------------------------------------------------------- toolset
@@ -336,7 +161,7 @@ class ToolSet:
                 args = parse_arguments(arguments)
             except ToolArgumentError:
                 args = {}
-            return _failed(
+            return failed_from(
                 name,
                 args,
                 UnknownToolError(f"no tool named {name!r}; available: {known}"),

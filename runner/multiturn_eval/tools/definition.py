@@ -5,18 +5,19 @@ See :mod:`multiturn_eval.tools` for the rules.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import functools
 import inspect
-import json
 import re
+import time
 import types
 import typing
 import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -30,16 +31,14 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import PydanticJsonSchemaWarning
 
-from ..errors import ToolArgumentError, ToolDefinitionError
-from ..types import CaseContext
+from ..errors import ToolArgumentError, ToolDefinitionError, UserCodeAbort
+from ..types import CaseContext, ToolInvocation
+from ..usercode import abort_text, note_traceback
 from .docstrings import parse_docstring
-
-if TYPE_CHECKING:
-    from .calls import ToolOutcome
+from .outcome import ToolOutcome, content_of, failed_from, jsonable, parse_arguments, quote_value
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: how much of a bad argument value an error message quotes
-_QUOTE = 80
 
 
 def where_defined(fn: Callable[..., Any]) -> str:
@@ -135,11 +134,6 @@ def _drop_titles(node: Any, *, in_properties: bool = False) -> Any:
     if isinstance(node, list):
         return [_drop_titles(v) for v in node]
     return node
-
-
-def quote_value(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= _QUOTE else text[: _QUOTE - 1] + "…"
 
 
 def _argument_error(exc: ValidationError) -> str:
@@ -335,9 +329,7 @@ class FunctionTool(Tool):
         executor: Executor | None = None,
     ) -> ToolOutcome:
         """Validate, run and record one call; never raises (except cancellation)."""
-        from .calls import call_tool
-
-        return await call_tool(self, arguments, case, executor=executor)
+        return await _call_function(self, arguments, case, executor=executor)
 
 
 def _first_sentence(exc: Exception) -> str:
@@ -364,3 +356,63 @@ def _type_name(hint: Any) -> str:
     if isinstance(hint, type):
         return hint.__qualname__
     return str(hint).replace("typing.", "")
+
+
+async def _call_function(
+    tool: FunctionTool,
+    arguments: Mapping[str, Any] | str | None,
+    case: CaseContext | None = None,
+    *,
+    executor: Executor | None = None,
+) -> ToolOutcome:
+    """Validate, run and record one call of a Python tool; never raises (except cancellation)."""
+    started = time.perf_counter()
+    args: dict[str, Any] = {}
+    running = False  # past validation: what is raised from here on is the tool's own
+    try:
+        args = parse_arguments(arguments)
+        kwargs = tool.validate(args)
+        if tool.context_parameter is not None:
+            kwargs[tool.context_parameter] = case
+        running = True
+        result = await _run(tool, kwargs, executor)
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():  # the run (or the turn's deadline) stops it
+            raise
+        note_traceback(f"tool {tool.name!r}", exc)
+        return failed_from(tool.name, args, UserCodeAbort(abort_text(exc, "tool")), started)
+    except Exception as exc:
+        if running:
+            note_traceback(f"tool {tool.name!r}", exc)
+        return failed_from(tool.name, args, exc, started)
+    except BaseException as exc:  # sys.exit(), KeyboardInterrupt in a tool: that call failed
+        # (Semantic Kernel runs tool calls in tasks of their own, from which asyncio would
+        # re-raise such an exception out of the whole run.)
+        note_traceback(f"tool {tool.name!r}", exc)
+        return failed_from(tool.name, args, UserCodeAbort(abort_text(exc, "tool")), started)
+    duration = (time.perf_counter() - started) * 1000
+    return ToolOutcome(
+        invocation=ToolInvocation.model_construct(
+            name=tool.name,
+            args=args,
+            result=jsonable(result),
+            error=None,
+            duration_ms=duration,
+        ),
+        content=content_of(result),
+        is_error=False,
+    )
+
+
+async def _run(tool: FunctionTool, kwargs: dict[str, Any], executor: Executor | None) -> Any:
+    positional = [kwargs.pop(name) for name in tool.positional_only]
+    if tool.is_async:
+        return await tool.function(*positional, **kwargs)
+    loop = asyncio.get_running_loop()
+    value = await loop.run_in_executor(
+        executor, functools.partial(tool.function, *positional, **kwargs)
+    )
+    if inspect.isawaitable(value):
+        value = await value
+    return value

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import McpServerError, ToolArgumentError, ToolClashError
 from ...types import CaseContext, ToolInvocation
-from ..calls import ToolOutcome, ToolSet, error_text, failed_outcome, parse_arguments
+from ..calls import ToolSet
 from ..definition import TOOL_NAME, Tool
+from ..outcome import ToolOutcome, error_text, failed_outcome, parse_arguments
 from .config import McpServerConfig
 
 if TYPE_CHECKING:

@@ -1,0 +1,104 @@
+"""A loaded suite and a planned one: the data every stage after the loader takes.
+
+:class:`LoadedSuite` is a validated suite with everything resolved at load
+(instructions, imported graders, tools and factory, secrets, judge files, JSON
+Schemas); :class:`PlannedSuite` is one suite of a run with its settings and the
+test cases selected. The backends, tools, graders, case runner, scheduler and
+reporters take them; only :mod:`multiturn_eval.loader` fills them in.
+
+Plain data (with lookups into the suite's own models): this module imports the
+suite models, the YAML document and the settings, never the loader or a stage
+that uses it, so any stage may import it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .settings import RunSettings
+from .suite import CodeEvaluation, Evaluation, Suite, TestCase, Turn
+from .yaml_source import YamlDocument
+
+
+@dataclass
+class LoadedSuite:
+    """A validated suite with everything resolved that the run needs."""
+
+    path: Path
+    display_path: str
+    """The file as reports show it: relative to the working directory when inside it."""
+    suite: Suite
+    document: YamlDocument
+    instructions: str | None
+    graders: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    """grader reference -> the imported callable"""
+    tools: list[Callable[..., Any]] = field(default_factory=list)
+    """one callable per ``agent.tools`` entry, same order"""
+    factory: Callable[..., Any] | None = None
+    secrets: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+    judge_files: dict[str, str] = field(default_factory=dict)
+    """The judges' ``rubric_file`` / ``prompt_file`` texts, read at load (as written -> text)."""
+    judge_endpoints: set[tuple[str, str | None, str, str | None]] = field(default_factory=set)
+    """(backend, base_url, api_key, api_version) of every judge the suite calls: their
+    clients are built before the run (as the agent backends' are)."""
+    judge_models: dict[tuple[str, str], tuple[str | int, ...]] = field(default_factory=dict)
+    """Every (judge model, provider whose prices apply) the suite calls -> where it is first
+    used (``--max-cost`` needs their prices, :func:`multiturn_eval.spend.price_issues`)."""
+    json_schemas: dict[str, Any] = field(default_factory=dict)
+    """``schema_file`` (as written) -> the JSON Schema read from it at load"""
+    schema_validators: dict[int, Any] = field(default_factory=dict, repr=False)
+    """id(a ``metric: json`` evaluation) -> its compiled validator, made on first use
+    (:func:`multiturn_eval.grading.response_checks.suite_validator`)."""
+    given_dir: Path = Path()
+    """The suite's directory as the command line gave it (relative paths stay relative)."""
+
+    @property
+    def name(self) -> str:
+        return self.suite.name or self.path.stem
+
+    @property
+    def base_dir(self) -> Path:
+        """The suite's directory, absolute (``path`` is resolved when the suite loads)."""
+        return self.path.parent
+
+    def shown(self, name: str | Path) -> Path:
+        """A file of the suite's, as messages name it: under the suite path as given."""
+        return self.given_dir / name
+
+    @functools.cached_property
+    def agent_mapping(self) -> dict[str, Any]:
+        """The ``agent:`` block as plain data for CaseContext.agent (without the API key)."""
+        return self.suite.agent.model_dump(mode="json", exclude={"api_key"})
+
+    def case_name(self, index: int) -> str:
+        return self.suite.test_cases[index].name or f"test_case_{index}"
+
+    def case_line(self, index: int) -> int | None:
+        return self.document.line_of(("test_cases", index))
+
+    def turn_line(self, case_index: int, turn_index: int) -> int | None:
+        case = self.suite.test_cases[case_index]
+        if case.is_legacy:
+            return self.document.line_of(("test_cases", case_index, "input"))
+        return self.document.line_of(("test_cases", case_index, "turns", turn_index))
+
+    def evaluations_for(self, case: TestCase, turn: Turn) -> list[Evaluation]:
+        """The innermost level that defines any: turn, else test case, else suite."""
+        for level in (turn.evaluations, case.evaluations, self.suite.evaluations):
+            if level is not None:
+                return [e for e in level if not (isinstance(e, CodeEvaluation) and not e.enabled)]
+        return []
+
+
+@dataclass
+class PlannedSuite:
+    """One suite of a run: its resolved settings and the test cases selected (by index)."""
+
+    loaded: LoadedSuite
+    settings: RunSettings
+    indices: list[int]
