@@ -14,6 +14,8 @@ reports readable.
 from __future__ import annotations
 
 import json
+import os
+import signal as signals
 import subprocess
 import sys
 import time
@@ -152,22 +154,26 @@ while True:
 """
 
 
-def test_a_third_signal_exits_at_once_while_report_json_is_still_being_written(
-    tmp_path: Path,
-) -> None:
-    import os
-    import signal as signals
-
+def guarded(script: str, *args: str) -> subprocess.Popen[str]:
+    """``python -c script args`` with the package importable, once it prints "ready"."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")])}
-    with subprocess.Popen(
-        [sys.executable, "-c", GUARDED],
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    ) as proc:
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def test_a_third_signal_exits_at_once_while_report_json_is_still_being_written(
+    tmp_path: Path,
+) -> None:
+    with guarded(GUARDED) as proc:
         assert proc.stdout is not None
-        assert proc.stdout.readline() == "ready\n"
         # one at a time: two signals sent before the first is delivered count as one
         os.kill(proc.pid, signals.SIGTERM)
         assert proc.stdout.readline() == "stopping\n"
@@ -208,19 +214,7 @@ def test_a_main_thread_that_never_sees_the_signal_while_loading_cannot_keep_the_
 ) -> None:
     """The watchdog writes the reports itself, and its writing is bounded too: exit 3,
     long before the main thread's 60 s C call returns."""
-    import os
-    import signal as signals
-
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")])}
-    with subprocess.Popen(
-        [sys.executable, "-c", STUCK_WHILE_LOADING, "0.5"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == "ready\n"
+    with guarded(STUCK_WHILE_LOADING, "0.5") as proc:
         while not asleep_deaf(proc.pid):  # still running bytecode: it would see the signal
             assert proc.poll() is None
             time.sleep(0.002)
