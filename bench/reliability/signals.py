@@ -133,7 +133,7 @@ def _in_mask(status: dict[str, str], mask: str, sig: int) -> bool:
     return bool(int(status.get(mask, "0"), 16) & (1 << (sig - 1)))
 
 
-def _caught(pid: int, sig: int) -> bool:
+def caught(pid: int, sig: int) -> bool:
     """Whether process ``pid`` has a handler for ``sig`` (Linux: SigCgt in /proc)."""
     return _in_mask(_status(pid), "SigCgt", sig)
 
@@ -162,7 +162,7 @@ def reached(phase: str, pid: int, work: Path) -> bool:
     if phase == "spawn":
         return True
     if phase == "startup":
-        return _caught(pid, signal.SIGTERM)
+        return caught(pid, signal.SIGTERM)
     if phase == "loading":
         return (work / "importing").exists()
     if phase == "loading-c":
@@ -347,6 +347,17 @@ class Row:
     max_ready: float = 0.0
     landed: int = 0
 
+    def add(self, trial: Trial) -> None:
+        self.tried += 1
+        self.tracebacks += trial.traceback
+        self.hangs += trial.hang
+        self.wrong_exit += trial.wrong_exit
+        self.lost += len(trial.lost)
+        self.bad_reports += bool(trial.bad_reports)
+        self.max_seconds = max(self.max_seconds, trial.seconds or 0.0)
+        self.landed += trial.landed
+        self.max_ready = max(self.max_ready, trial.ready_after or 0.0)
+
 
 def run_all(
     phases: Sequence[str],
@@ -362,15 +373,7 @@ def run_all(
                 row = Row(f"{phase} / {signame}")
                 for n in range(tries):
                     trial = run_trial(phase, signame, Path(tmp) / f"{phase}-{signame}-{n}")
-                    row.tried += 1
-                    row.tracebacks += trial.traceback
-                    row.hangs += trial.hang
-                    row.wrong_exit += trial.wrong_exit
-                    row.lost += len(trial.lost)
-                    row.bad_reports += bool(trial.bad_reports)
-                    row.max_seconds = max(row.max_seconds, trial.seconds or 0.0)
-                    row.landed += trial.landed
-                    row.max_ready = max(row.max_ready, trial.ready_after or 0.0)
+                    row.add(trial)
                     if trial.problems:
                         failed.append(trial)
                     if on_trial is not None:
