@@ -13,7 +13,9 @@ starting   (from :meth:`InterruptGuard.install` until the run starts
            :func:`~multiturn_eval.run.run_suites` sees it as it starts
            and writes a report of no test cases (``complete: false``)
 loading    :class:`Interrupted` is raised in the main thread; the caller
-           writes a report of no test cases (``complete: false``)
+           writes a report of no test cases (``complete: false``); if
+           the main thread is inside C code and does not run the
+           handler, the watchdog writes that report (see below)
 running    the run's task is cancelled: no new test case starts, running
            ones stop, the finished ones are reported
 writing    the reports being written are finished (``report.json`` first)
