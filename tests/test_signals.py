@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from bench.reliability.signals import ROOT, Trial, asleep_deaf, run_trial
+from bench.reliability.signals import ROOT, Trial, asleep_deaf, reached, run_trial, scenario
 
 from multiturn_eval.results import Report
 
@@ -225,6 +225,39 @@ def test_a_main_thread_that_never_sees_the_signal_while_loading_cannot_keep_the_
     assert "the loading of the suites did not stop within 0.2 s" in err
     assert "writing the reports takes too long; exiting (exit 3)" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("signame", SIGNALS)
+def test_validate_stuck_in_a_c_import_exits_3_without_waiting_for_it(
+    signame: str, tmp_path: Path
+) -> None:
+    """``validate`` has no reports to write: the watchdog exits 3 once it sees the main
+    thread has not run the handler (it waited ``writing_limit`` for it, then said "the run
+    did not stop")."""
+    plan = scenario("loading-c", tmp_path)
+    (tmp_path / "suite.yaml").write_text(plan.suite)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")]),
+        **plan.env,
+    }
+    with subprocess.Popen(
+        [sys.executable, "-m", "multiturn_eval", "validate", "suite.yaml"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        while not reached("loading-c", proc.pid, tmp_path):
+            assert proc.poll() is None
+            time.sleep(0.002)
+        os.kill(proc.pid, getattr(signals, signame))
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    assert "the loading of the suites did not stop within 0.8 s" in err
+    assert err.endswith("; exiting (exit 3)\n")
+    assert "Traceback" not in err + out
 
 
 def test_the_harness_prints_its_table_and_passes(tmp_path: Path) -> None:

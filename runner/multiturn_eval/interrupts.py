@@ -50,8 +50,9 @@ blocking call (a sleep, a read) the signal reached just before it started
 (the C-level handler then only sets a flag, and the call runs to its end
 before Python looks at it). The watchdog then writes the report of no test
 case itself (:attr:`InterruptGuard.emergency` is set as soon as the run knows
-where reports go) and exits 3; with nothing to write yet (argv, settings) it
-waits for the main thread. Reports are written under one lock, so the main
+where reports go) and exits 3 (``validate``, which has no reports, just exits
+3); before the run knows where reports go (argv, settings) it waits for the
+main thread, the only one that can write them. Reports are written under one lock, so the main
 thread's writing, the periodic snapshot and the watchdog's never mix. The
 watchdog's own writing is bounded by :attr:`InterruptGuard.writing_limit` too
 (it may need a module the stuck main thread is importing), so every wait is
@@ -271,9 +272,12 @@ class InterruptGuard:
         # No event loop yet. If the main thread ran the handler (Interrupted was raised, or the
         # signal was noted) it is on its way to the reports: give it time. If it has not, it is
         # inside C code that may not return for long (see the module's docstring): write the
-        # report of no test case from here, unless there is nothing to write it with yet.
+        # report of no test case from here. Before the run knows where reports go (starting,
+        # no writer yet) the main thread is the only one that can write them: wait for it.
+        # Loading without a writer (validate) has no reports: exit.
         before_the_loop = self.phase in ("starting", "loading")
-        if before_the_loop and (self.emergency is None or self._handled_within(self.grace)):
+        only_main_can_write = self.phase == "starting" and self.emergency is None
+        if before_the_loop and (only_main_can_write or self._handled_within(self.grace)):
             deadline = time.monotonic() + self.writing_limit
             while (
                 self.phase in ("starting", "loading")
@@ -302,18 +306,21 @@ class InterruptGuard:
             return
         reason = self.stop_reason or f"interrupted by {name}"
         emergency = self.emergency
-        if emergency is None:
+        stuck_loading = (
+            f"multiturn-eval: {name}: the loading of the suites did not stop within "
+            f"{2 * self.grace:g} s (the main thread is inside C code the signal did not "
+            "interrupt); "
+        )
+        if emergency is None and self.phase == "loading":  # validate: no reports to write
+            _write_stderr(stuck_loading + "exiting (exit 3)\n")
+        elif emergency is None:
             _write_stderr(
                 f"multiturn-eval: {name}: the run did not stop (blocked before any test case "
                 "started); exiting without reports (exit 3)\n"
             )
         else:
             if self.phase in ("starting", "loading"):
-                _write_stderr(
-                    f"multiturn-eval: {name}: the loading of the suites did not stop within "
-                    f"{2 * self.grace:g} s (the main thread is inside C code the signal did not "
-                    "interrupt); writing a report of no test case\n"
-                )
+                _write_stderr(stuck_loading + "writing a report of no test case\n")
             else:
                 _write_stderr(
                     f"multiturn-eval: {name}: the run did not stop within {2 * self.grace:g} s "
