@@ -365,9 +365,28 @@ class _Pipeline:
         return write_reports(report, self.report_dir, chosen, self.redact, keep, written)
 
     def emergency(self, reason: str) -> None:
-        """The watchdog's way out: the reports of what finished, from another thread."""
+        """The watchdog's way out: the reports of what finished, from another thread
+        (while the suites load, a report of no test case: the main thread is stuck in C)."""
+        if self.state is None:
+            self.write_unloaded(self.unloaded(reason))
+            return
         covers = self.disk.journaled
         self.write(self.build(False, reason, reason), covers=covers)
+
+    def unloaded(self, reason: str) -> Report:
+        """The report of a run a signal stopped while the suites loaded: no test case."""
+        return self.build(False, f"{reason} while loading the suites", reason)
+
+    def write_unloaded(
+        self,
+        report: Report,
+        written: dict[str, Path] | None = None,
+        formats: Sequence[str] | None = None,
+    ) -> None:
+        """Write :meth:`unloaded`'s report; the report directory is checked first
+        (:meth:`load` checks it only once the suites are loaded)."""
+        check_report_dir(self.run_settings, self.options.report_dir_label, self.report_dir)
+        self.write(report, written, covers=0, formats=formats)
 
     def catch_up(self, deadline: float) -> None:
         """Before the exit on a second signal: ``report.json`` holds every case of
@@ -395,14 +414,11 @@ class _Pipeline:
                 return
 
     def _write_json_now(self) -> None:
-        reason = (
-            (self.state.stop_reason if self.state is not None else None)
-            or self.guard.stop_reason
-            or "interrupted"
-        )
-        if self.state is None:  # still loading: the directory has not been checked yet
-            check_report_dir(self.run_settings, self.options.report_dir_label, self.report_dir)
-            reason = f"{reason} while loading the suites"
+        if self.state is None:  # still loading
+            reason = self.guard.stop_reason or "interrupted"
+            self.write_unloaded(self.unloaded(reason), formats=("json",))
+            return
+        reason = self.state.stop_reason or self.guard.stop_reason or "interrupted"
         covers = self.disk.journaled
         self.write(self.build(False, reason, reason), covers=covers, formats=("json",))
 
@@ -672,6 +688,7 @@ def run_suites(
         # still "starting" (a signal is only noted): the settings say where reports go
         pipeline = _Pipeline(options, environment, guard, stream, on_result, secrets)
         guard.catch_up = pipeline.catch_up
+        guard.emergency = pipeline.emergency  # the watchdog can write reports from here on
         try:
             guard.enter("loading")
             if guard.interrupted:  # a signal came before the run (argv, imports)
@@ -681,7 +698,6 @@ def run_suites(
             for planned in plan:
                 _compact(planned.loaded)
             pipeline.state = RunState(plan=plan, kept=pipeline.kept)
-            guard.emergency = pipeline.emergency
             # from here on a signal stops the run (the run's task checks for one when it starts)
             guard.enter("running")
         except Interrupted:
@@ -718,16 +734,12 @@ def run_suites(
 
 def _interrupted_early(pipeline: _Pipeline) -> RunOutcome:
     """A signal while the suites were loading: a report of no test cases, exit 3."""
-    reason = pipeline.guard.stop_reason or "interrupted"
-    report = pipeline.build(False, f"{reason} while loading the suites", reason)
+    report = pipeline.unloaded(pipeline.guard.stop_reason or "interrupted")
     written: dict[str, Path] = {}
     write_error = None
     with pipeline.guard.writing():
         try:
-            check_report_dir(
-                pipeline.run_settings, pipeline.options.report_dir_label, pipeline.report_dir
-            )
-            pipeline.write(report, written, covers=0)
+            pipeline.write_unloaded(report, written)
         except (ConfigError, OSError) as exc:
             write_error = str(exc)
     return RunOutcome(
