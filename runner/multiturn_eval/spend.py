@@ -5,7 +5,8 @@ Decisions (where SPEC and the issue leave room):
 * **What counts.** :func:`spend_of` is the one place that says what a
   finished test case cost: the agent's ``cost_usd`` (summed over every run of
   a repeated case) plus what its LLM judges cost (``judge_cost_usd``, when
-  the result has it). A cost the backend could not price counts 0; that is
+  the result has it) plus what its simulated user cost (``simulation.user_cost_usd``,
+  every run's). A cost the backend could not price counts 0; that is
   why a priced model is required (below).
 * **When it stops.** Before a test case starts, the spend of the finished
   cases is compared with the cap; once it *reaches or passes* the cap no new
@@ -44,9 +45,11 @@ PRICED_BACKENDS = frozenset({"anthropic", "semantic-kernel", "openai"})
 
 
 def spend_of(case: CaseResult) -> float:
-    """The estimated spend of one finished test case, in US dollars (agent and judges)."""
+    """The estimated spend of one finished test case, in US dollars (agent, judges and the
+    simulated user: every run's)."""
     agent = sum(run.cost_usd or 0.0 for run in case.runs) if case.runs else case.cost_usd or 0.0
-    return agent + (case.judge_cost_usd or 0.0)
+    user = case.simulation.user_cost_usd or 0.0 if case.simulation is not None else 0.0
+    return agent + (case.judge_cost_usd or 0.0) + user
 
 
 def dollars(amount: float) -> str:
