@@ -54,6 +54,7 @@ from .results import (
     CaseResult,
     MetricResult,
     Simulation,
+    Source,
     TurnResult,
     UserTraceback,
     sum_costs,
@@ -155,6 +156,8 @@ def unanswered_turn(
     loaded: LoadedSuite, case_index: int, turn_index: int, turn: Turn, **fields: Any
 ) -> TurnResult:
     """A failed turn that got no reply (an error, a skip, a case never run)."""
+    if "source" not in fields and loaded.suite.test_cases[case_index].user is not None:
+        fields["source"] = "scripted"  # a simulated case's scripted turn
     return TurnResult(
         turn_index=turn_index,
         line=loaded.turn_line(case_index, turn_index),
@@ -207,6 +210,8 @@ class CaseRunner:
         self.simulation: Simulation | None = None
         self._consecutive = 0
         """Consecutive session errors (SessionError or the turn timeout) of the session."""
+        self._sources: dict[int, Source] = {}
+        """Who wrote each simulated turn's input (the others are scripted)."""
         self._scripted: list[tuple[str, AgentAnswer]] = []
         """The scripted turns sent and what each got (a simulated user sees them)."""
         self._fidelity: tuple[TokenUsage | None, float | None] = (None, None)
@@ -408,6 +413,7 @@ class CaseRunner:
         async def send(outgoing: Outgoing) -> AgentAnswer:
             turn = Turn(input=outgoing.text)  # no ground truth: the case's evaluations apply
             self.turns.append(turn)
+            self._sources[outgoing.turn_index] = outgoing.source
             return await self.send_turn(session, outgoing.turn_index, turn, started)
 
         info = CaseInfo(
@@ -428,8 +434,6 @@ class CaseRunner:
         self.simulation = part.simulation
         self.warnings.extend(part.warnings)
         self._fidelity = (part.judge_usage, part.judge_cost)
-        for i, result in enumerate(self.results):
-            result.source = part.sources[i] if i < len(part.sources) else "scripted"
         if part.simulation.outcome == "invalid_simulation":
             self.case_errors.append(f"invalid_simulation: {part.simulation.reason}")
         if part.fatal is not None:
@@ -459,12 +463,19 @@ class CaseRunner:
                 self.index,
                 turn_index,
                 turn,
+                source=self._source(turn_index),
                 errors=[error],
                 infrastructure_error=True,
                 duration_ms=(time.perf_counter() - t0) * 1000,
                 **({"metric_results": checks} if checks else {}),
             )
         )
+
+    def _source(self, turn_index: int) -> Source | None:
+        """Who wrote turn ``turn_index``'s input, on a simulated case (else None: not said)."""
+        if self.simulated is None:
+            return None
+        return self._sources.get(turn_index, "scripted")
 
     def _skip_rest(self, reason: str) -> None:
         if self._skip_reason is None:
@@ -477,6 +488,7 @@ class CaseRunner:
                     self.index,
                     turn_index,
                     turn,
+                    source=self._source(turn_index),
                     skipped=True,
                     errors=[f"skipped: {reason}"],
                 )
@@ -542,6 +554,7 @@ class CaseRunner:
             turn_index=turn_index,
             line=self.loaded.turn_line(self.index, turn_index),
             input=turn.input,
+            source=self._source(turn_index),
             response=reply.response,
             ground_truth=turn.ground_truth,
             tool_invocations=calls,

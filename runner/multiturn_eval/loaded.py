@@ -130,6 +130,9 @@ class LoadedSuite:
         case = self.suite.test_cases[case_index]
         if case.is_legacy:
             return self.document.line_of(("test_cases", case_index, "input"))
+        if case.user is not None and turn_index >= len(case.turns or ()):
+            # a simulated turn (or the opening): the user: block wrote it
+            return self.document.line_of(("test_cases", case_index, "user"))
         return self.document.line_of(("test_cases", case_index, "turns", turn_index))
 
     def evaluations_for(self, case: TestCase, turn: Turn) -> list[Evaluation]:

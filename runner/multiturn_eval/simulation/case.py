@@ -26,7 +26,7 @@ same ``send`` (the replay backend answers them with the recorded replies); the
 outcome, reason, usage and cost are the recorded ones; the fidelity judge's verdicts
 are the recorded ones too, unless ``--rejudge`` (then it judges the recorded steps
 again). The replay backend refuses a case whose simulation changed since the report
-(:data:`SIMULATION_CHANGED`).
+("not regradable: simulation changed", :mod:`multiturn_eval.backends.replay`).
 """
 
 from __future__ import annotations
@@ -49,9 +49,6 @@ if TYPE_CHECKING:
     from ..loaded import CaseSimulation
     from ..suite import JudgeConfig, ModelPrice
     from .calls import SimulatorService
-
-SIMULATION_CHANGED = "not regradable: simulation changed"
-"""A regraded case whose ``user:`` block (or simulator) is not the one the report recorded."""
 
 
 class RecordedConversations(Protocol):
@@ -325,7 +322,7 @@ async def _replay(
 
     found = recorded.lookup(case.suite, case.index)
     if found is None or found.simulation is None or found.turns is None:
-        raise RuntimeError(f"{SIMULATION_CHANGED}: no recorded conversation")  # refused before
+        raise RuntimeError("no recorded conversation")  # the replay backend refused it before
     simulation, turns = found.simulation, found.turns
     unjudged = before_fidelity(simulation)
     inputs, sources, steps = recorded_steps(turns, unjudged)
