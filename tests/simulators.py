@@ -100,16 +100,41 @@ def session_error(message: str = "SessionError: lost") -> AgentAnswer:
 # -------------------------------------------------------------------- python simulators
 
 
+CONTEXTS: list[SimulatorContext] = []
+"""Every SimulatorContext a factory here was called with (in order; :func:`reset` clears it)."""
+SEEN: list[tuple[str, int, tuple[ConversationMessage, ...]]] = []
+"""(test case, run index, the conversation) of every next_message() call here."""
+
+
+def reset() -> None:
+    CONTEXTS.clear()
+    SEEN.clear()
+
+
 class ScriptedUser:
-    """Says the items of ``ctx.context['say']`` in order (strings or UserTurn keyword dicts)."""
+    """Says the items of ``ctx.context['say']`` in order (strings or UserTurn keyword dicts);
+    with ``ctx.context['runs']`` (a list of such lists), the list of its run index.
+
+    An item ``{raise: text}`` raises ``ValueError(text)``; ``{sleep: s}`` sleeps (sync).
+    """
 
     def __init__(self, ctx: SimulatorContext) -> None:
-        self.items = list(ctx.context.get("say", []))
+        CONTEXTS.append(ctx)
+        self.ctx = ctx
+        runs = ctx.context.get("runs")
+        items = runs[ctx.run_index % len(runs)] if runs else ctx.context.get("say", [])
+        self.items = list(items)
         self.seen: list[tuple[ConversationMessage, ...]] = []
 
     def next_message(self, conversation: tuple[ConversationMessage, ...]) -> str | UserTurn:
         self.seen.append(conversation)
+        SEEN.append((self.ctx.test_case_name, self.ctx.run_index, conversation))
         item = self.items.pop(0)
+        if isinstance(item, dict) and "raise" in item:
+            raise ValueError(item["raise"])
+        if isinstance(item, dict) and "sleep" in item:
+            time.sleep(float(item["sleep"]))
+            return "late"
         return UserTurn(**item) if isinstance(item, dict) else item
 
 

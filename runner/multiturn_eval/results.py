@@ -366,6 +366,10 @@ class RepeatTotals(_Model):
     """pass_all / test cases that ran; None when none ran."""
     pass_any_rate: float | None
     """pass_any / test cases that ran; None when none ran."""
+    invalid_runs: int | None = omitted_when_none(
+        "Runs of simulated test cases left out of pass^K and pass@K: their simulation was "
+        "invalid (invalid_simulation)."
+    )
 
 
 class Summary(_Model):

@@ -206,6 +206,7 @@ def _repeat_totals(
         flaky=sum(1 for r in repeated if r.flaky),
         pass_all_rate=pass_all / ran if ran else None,
         pass_any_rate=pass_any / ran if ran else None,
+        invalid_runs=sum(r.invalid_runs or 0 for r in repeated) or None,
     )
     cost = sum_costs(c.cost_usd for c in results)
     return totals, (cost / case_runs if cost is not None and case_runs else None)

@@ -163,6 +163,8 @@ class Console:
         counts = f"{sum(t.passed for t in turns)}/{len(turns)} turns"
         if result.repeat is not None:
             counts += f"  {result.repeat.passes}/{result.repeat.runs} runs"
+            if result.repeat.invalid_runs:
+                counts += f" ({result.repeat.invalid_runs} invalid left out)"
             if result.repeat.flaky:
                 counts += f"  flaky: {', '.join(v.varying_turns(result)) or 'case-level errors'}"
         if result.simulation is not None:

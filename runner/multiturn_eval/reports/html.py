@@ -472,6 +472,8 @@ def render_html(report: Report) -> str:
             view["repeat"] = repeat
             assert case.repeat is not None
             view["stats"] += f" · {case.repeat.passes}/{case.repeat.runs} runs"
+            if case.repeat.invalid_runs:
+                view["stats"] += f" ({case.repeat.invalid_runs} invalid left out)"
             if case.repeat.flaky:
                 view["stats"] += " · flaky"
     changes, delta = _baseline_view(report, cases)

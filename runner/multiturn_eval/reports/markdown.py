@@ -240,9 +240,14 @@ def _totals(report: Report) -> _Totals:
         k = r.runs_per_case
         totals.repeat_head = f" pass^{k} | pass@{k} | Flaky | Cost per case run |"
         totals.repeat_align = "--:|--:|--:|--:|"
+        invalid = (
+            f"<br><sub>{v.plural(r.invalid_runs, 'invalid simulated run')} left out</sub>"
+            if r.invalid_runs
+            else ""
+        )
         totals.repeat_cells = (
-            f" {r.pass_all:,} ({v.rate(r.pass_all_rate)}) | {r.pass_any:,} ({v.rate(r.pass_any_rate)})"
-            f" | {r.flaky:,} | {v.cost(s.mean_cost_per_case_run)} |"
+            f" {r.pass_all:,} ({v.rate(r.pass_all_rate)}){invalid} | {r.pass_any:,} "
+            f"({v.rate(r.pass_any_rate)}) | {r.flaky:,} | {v.cost(s.mean_cost_per_case_run)} |"
         )
         totals.repeat_blank = "  |" * 4
     if s.user_token_usage is not None and v.run_usage(s):  # apart from the agent's

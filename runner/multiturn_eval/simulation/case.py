@@ -11,6 +11,8 @@ scripted ``turns:`` first, then calls :func:`run_simulation` with its ``send``
    core's structured call (:mod:`.calls`) with the run's seed and its own
    temperature rule (:class:`~.llm.Temperatures`, one per run);
 2. **the conversation** is :func:`~.driver.simulate`;
+   A simulated user that ends before any message was sent (no scripted turn, no
+   opening) is ``invalid_simulation``: nothing was tested;
 3. **the fidelity judge** (``fidelity: true``) judges every simulated step with the
    suite's ``judge:`` (one call per step, the judges' service); a failed step makes
    the run ``invalid_simulation`` (:func:`~.record.with_fidelity`). A run that is
@@ -212,6 +214,14 @@ async def run_simulation(
         simulation = run.simulation.model_copy(
             update={"digest": plan.digest or None, "silent_end": _silent(run.steps)}
         )
+        if not run.sources and not simulation.invalid:  # nothing was sent: nothing was tested
+            simulation = simulation.model_copy(
+                update={
+                    "outcome": "invalid_simulation",
+                    "reason": f"{label_of(simulation.simulator)} ended the conversation "
+                    f"({simulation.outcome}) before any message was sent: nothing was tested",
+                }
+            )
         part = SimulatedPart(simulation, run.sources, list(run.warnings), fatal=run.fatal)
         if plan.fidelity and run.fatal is None and simulation.outcome != "invalid_simulation":
             await _judge_fidelity(part, plan, run.steps, case, judges)
