@@ -10,6 +10,7 @@ exit code, summary.md, junit.xml.
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from collections.abc import Iterator
 from typing import Any
@@ -542,3 +543,54 @@ def test_validate_locates_every_simulated_user_error(
     assert message in result.err
     assert "suite.yaml:" in result.err  # file and line
     assert simulators.CONTEXTS == [] and agents.OPENED == []
+
+
+# -------------------------------------------------------------------------- docs
+
+
+def _blocks(kind: str) -> list[str]:
+    from tests import docs_pages
+
+    section = docs_pages.section("simulated-users")
+    return re.findall(rf"^```{kind}\n(.*?)^```$", section, re.M | re.S)
+
+
+def test_the_docs_show_the_packaged_prompt_template() -> None:
+    from multiturn_eval.simulation.prompt import packaged_template
+    from tests import docs_pages
+
+    assert packaged_template() in docs_pages.section("simulated-users")
+
+
+def test_the_docs_suite_example_is_a_valid_suite() -> None:
+    from multiturn_eval.suite import Suite
+    from multiturn_eval.yaml_source import parse_yaml
+
+    example = _blocks("yaml")[0]
+    data = parse_yaml("agent: {backend: python, factory: a:b}\n" + example).data
+    suite = Suite.model_validate(data)
+    assert suite.user_simulator is not None and suite.user_simulator.model == "claude-haiku-4-5"
+    user = suite.test_cases[0].user
+    assert user is not None and user.max_turns == 8 and user.simulator is not None
+
+
+def test_the_docs_python_simulator_works_as_written(project: Project) -> None:
+    project.write("my_tests/__init__.py", "")
+    project.write("my_tests/customers.py", _blocks("python")[0])
+    script = replies("Which order?", "Refund issued for W123.", "Bye.")
+    project.write(
+        "suite.yaml",
+        "agent: {backend: python, factory: tests.agents:scripted}\n"
+        + _blocks("yaml")[1]
+        + "test_cases:\n"
+        + f"- name: docs\n  context: {{script: {json.dumps(script)}}}\n"
+        + "  user: {goal: refund, known: {order_id: W123}}\n",
+    )
+    result = project.run("run", "suite.yaml")
+    assert result.code == 0, result.out + result.err
+    c = only(result.report)
+    assert [t["input"] for t in c["turns"]] == [
+        "I'd like a refund for order W123.",
+        "It is order W123.",
+        "Thanks!",
+    ]

@@ -501,3 +501,19 @@ def test_the_spend_cap_counts_the_simulated_user(sim: Project, flavor: Flavor, f
     assert [c["outcome"] for c in cases] == ["passed", "passed", "skipped", "skipped"]
     assert result.report["run"]["spend_cap"]["spent_usd"] == pytest.approx(0.64)
     assert result.code == 1
+
+
+def test_a_cap_needs_the_simulated_users_price(project: Project) -> None:
+    project.env["OPENAI_API_KEY"] = fo.API_KEY
+    project.write(
+        "suite.yaml",
+        "agent: {backend: python, factory: tests.agents:scripted}\n"
+        "user_simulator: {backend: openai, model: llama-local, base_url: 'http://127.0.0.1:9/v1'}\n"
+        "test_cases:\n- name: a\n  user: {goal: g}\n",
+    )
+    result = project.run("run", "suite.yaml", "--max-cost", "1")
+    assert result.code == 2
+    assert (
+        "suite.yaml:2 user_simulator.model: simulated-user model 'llama-local' has no known price"
+    ) in result.err
+    assert project.run("run", "suite.yaml", "--dry-run").code == 0  # without a cap: fine

@@ -241,6 +241,7 @@ def _check_simulations(
 
     suite = loaded.suite
     issues: list[ConfigIssue] = []
+    said: set[tuple[Path_, str]] = set()
     for i, case in enumerate(suite.test_cases):
         if case.user is None:
             continue
@@ -256,7 +257,10 @@ def _check_simulations(
             case_judge=case.judge,
             simulator_called=simulator_called,
         )
-        issues.extend(locator.issue(problem.path, problem.message) for problem in problems)
+        for problem in problems:  # a problem of user_simulator: is said once, not per case
+            if (problem.path, problem.message) not in said:
+                said.add((problem.path, problem.message))
+                issues.append(locator.issue(problem.path, problem.message))
         if plan is None:
             continue
         loaded.simulations[i] = plan

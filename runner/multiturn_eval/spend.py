@@ -21,8 +21,8 @@ Decisions (where SPEC and the issue leave room):
   With ``--shard``, every shard is a run of its own: the cap is per shard.
 * **Unknown prices.** With a cap, a suite on the ``anthropic``, ``openai`` or
   ``semantic-kernel`` backend whose model has no price (genai-prices' table
-  for the backend's provider, or the suite's ``pricing:``), or a judge model
-  without one, is a configuration error (exit 2, before any call): its spend
+  for the backend's provider, or the suite's ``pricing:``), or a judge model or
+  an LLM simulated user's model without one, is a configuration error (exit 2, before any call): its spend
   could not be counted. ``python`` and ``http`` agents
   price their own turns (``cost_usd`` in their reply): they are allowed,
   with a warning that only the cost they report counts.
@@ -98,6 +98,7 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
                         field=format_path(where),
                     )
                 )
+        issues.extend(_simulator_price_issues(planned, cap))
         agent = loaded.suite.agent
         if agent.backend not in PRICED_BACKENDS:
             warnings.append(
@@ -119,3 +120,42 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
                 )
             )
     return issues, warnings
+
+
+def _simulator_price_issues(planned: PlannedSuite, cap: float) -> list[ConfigIssue]:
+    """A capped run's LLM simulated users need a price, as its judges do (said once a model)."""
+    from .pricing import judge_provider, price_for, unpriced
+
+    loaded = planned.loaded
+    issues: list[ConfigIssue] = []
+    seen: set[tuple[str, str]] = set()
+    for index in planned.indices:
+        plan = loaded.simulations.get(index)
+        model = plan.simulator.model if plan is not None else None
+        if plan is None or model is None:
+            continue
+        simulator = plan.simulator
+        provider = judge_provider(simulator.backend, simulator.api_version)
+        if (model, provider) in seen:
+            continue
+        seen.add((model, provider))
+        if price_for(model, loaded.suite.pricing, provider=provider) is not None:
+            continue
+        own = plan.user.simulator
+        where: tuple[str | int, ...] = (
+            ("test_cases", index, "user", "simulator", "model")
+            if own is not None and own.model is not None
+            else ("user_simulator", "model")
+        )
+        issues.append(
+            ConfigIssue(
+                f"simulated-user model {model!r} has no known price "
+                f"({unpriced(provider)}), so a spend cap ({dollars(cap)}) cannot be kept; give "
+                "its price under 'pricing:' (US dollars per million tokens: input, output), or "
+                "drop --max-cost",
+                file=loaded.display_path,
+                line=loaded.document.line_of(where),
+                field=format_path(where),
+            )
+        )
+    return issues
