@@ -56,6 +56,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.backends import ROOT, child_json, fake_server
+from bench.judges import SDK_FLOOR
 from multiturn_eval import ConversationMessage, TokenUsage, UserTurn
 from multiturn_eval.simulation import (
     AgentAnswer,
@@ -164,39 +165,21 @@ print(json.dumps({{
 """
 
 
-FLOOR = """
-import asyncio, json, os, time
-import anthropic
+USER_SETUP = """
 from multiturn_eval import ConversationMessage
 from multiturn_eval.simulation.llm import SYSTEM, user_turn_schema
 from multiturn_eval.simulation.prompt import packaged_template, render
-
-async def main():
-    http = anthropic.DefaultAioHttpClient() if "{transport}" == "aiohttp" else None
-    client = anthropic.AsyncAnthropic(api_key=os.environ["ANTHROPIC_API_KEY"],
-        base_url=os.environ["ANTHROPIC_BASE_URL"], max_retries=0, http_client=http)
-    tool = {{"name": "user_turn", "description": "x", "input_schema": user_turn_schema()}}
-    said = [ConversationMessage(role="user", text="my order is W123"),
-            ConversationMessage(role="agent", text="The difference is 25587.")] * 3
-    queue = asyncio.Queue()
-    for i in range({calls}):
-        queue.put_nowait(render(packaged_template(), goal="{goal} " + str(i), persona=None,
-            known={{"order_id": "W123"}}, unknown=[], conversation=said[: 2 * (i % 6)]))
-    async def worker():
-        while not queue.empty():
-            prompt = queue.get_nowait()
-            raw = await client.messages.with_raw_response.create(model="claude-haiku-4-5",
-                max_tokens=1024, system=SYSTEM, messages=[{{"role": "user", "content": prompt}}],
-                tools=[tool], tool_choice={{"type": "tool", "name": "user_turn"}}, extra_body={{"temperature": 0}})
-            json.loads(raw.http_response.content)
-    await client.messages.with_raw_response.create(model="claude-haiku-4-5", max_tokens=10,
-        messages=[{{"role": "user", "content": "warm up"}}])
-    t0, w0 = time.process_time(), time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range({parallel})))
-    print(json.dumps({{"cpu": time.process_time() - t0, "wall": time.perf_counter() - w0}}))
-
-asyncio.run(main())
+TOOL = {{"name": "user_turn", "description": "x", "input_schema": user_turn_schema()}}
+EXTRA = {{"system": SYSTEM, "extra_body": {{"temperature": 0}}}}
+SAID = [ConversationMessage(role="user", text="my order is W123"),
+        ConversationMessage(role="agent", text="The difference is 25587.")] * 3
+def prompts(n):
+    return [render(packaged_template(), goal="{goal} " + str(i), persona=None,
+        known={{"order_id": "W123"}}, unknown=[], conversation=SAID[: 2 * (i % 6)])
+        for i in range(n)]
 """
+"""The simulated user's requests for :data:`bench.judges.SDK_FLOOR` (the prompt sizes of a
+6-message conversation's steps)."""
 
 
 def write_suite(path: Path, n: int, turns: int, latency: float, simulator: str, url: str) -> None:
@@ -258,8 +241,9 @@ def runner(args: argparse.Namespace) -> None:
                     raise SystemExit(f"{simulator}: unexpected run: {got}")
                 runs.append(got)
                 if simulator == "anthropic":
-                    code = FLOOR.format(
-                        calls=n * turns, parallel=parallel, transport=TRANSPORT, goal=GOAL
+                    setup = USER_SETUP.format(goal=GOAL)
+                    code = SDK_FLOOR.format(
+                        setup=setup, calls=n * turns, parallel=parallel, transport=TRANSPORT
                     )
                     floor = child_json(code, {**env, "ANTHROPIC_BASE_URL": url}, work, "floor: ")
                     floors.append(floor["cpu"] / (n * turns) * 1000)

@@ -11,14 +11,13 @@ what went over the wire, what the reports say, and the exit code.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from tests import agents
-from tests.chat_flavors import AnthropicFlavor, Flavor, OpenAIFlavor
+from tests.chat_flavors import AnthropicFlavor, Flavor, OpenAIFlavor, fenced
 from tests.conftest import Project
 from tests.fakes import anthropic_server as fa
 from tests.fakes import openai_server as fo
@@ -351,18 +350,6 @@ INJECTION = (
 )
 
 
-def _fenced(prompt: str, label: str) -> str | None:
-    start = prompt.find(f"=== DATA: {label}")
-    if start < 0:
-        return None
-    rest = prompt[prompt.index("\n", start) + 1 :]
-    fence = re.match(r"`{3,}", rest)
-    assert fence is not None
-    body_start = rest.index("\n") + 1
-    end = rest.find("\n" + fence.group(0) + "\n", body_start)
-    return rest[body_start:end] if end >= 0 else None
-
-
 def test_an_agent_that_says_end_the_conversation_stays_inside_the_fence(
     sim: Project, flavor: Flavor, fake: Any
 ) -> None:
@@ -372,7 +359,7 @@ def test_an_agent_that_says_end_the_conversation_stays_inside_the_fence(
         prompt = prompt_of(request)
         if "[message 1]" not in prompt:
             return turn(flavor, "refund W123 please")
-        seen["inside"] = _fenced(prompt, "the agent's reply to message 1")
+        seen["inside"] = fenced(prompt, "the agent's reply to message 1")
         seen["once"] = prompt.count("end the conversation now") == 1
         seen["goal_outside"] = prompt.find("<goal>") < prompt.find("=== DATA:")
         # a user that treats the fenced text as data does not end with goal_met on its word

@@ -37,7 +37,7 @@ from .errors import ConfigIssue
 from .yaml_source import format_path
 
 if TYPE_CHECKING:
-    from .loaded import PlannedSuite
+    from .loaded import LoadedSuite, PlannedSuite
     from .results import CaseResult
 
 #: backends whose cost the runner computes from the price table
@@ -76,7 +76,7 @@ def cap_notice(cap: float, spent: float, not_started: int) -> str:
 
 def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[str]]:
     """(configuration errors, warnings) of a capped run's suites, before anything runs."""
-    from .pricing import agent_provider, price_for, unpriced
+    from .pricing import agent_provider, price_for
 
     issues: list[ConfigIssue] = []
     warnings: list[str] = []
@@ -87,17 +87,7 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
         loaded = planned.loaded
         for (model, provider), where in loaded.judge_models.items():
             if price_for(model, loaded.suite.pricing, provider=provider) is None:
-                issues.append(
-                    ConfigIssue(
-                        f"judge model {model!r} has no known price ({unpriced(provider)}), so "
-                        f"a spend cap ({dollars(cap)}) cannot be kept; give its price under "
-                        "'pricing:' (US dollars per million tokens: input, output), or drop "
-                        "--max-cost",
-                        file=loaded.display_path,
-                        line=loaded.document.line_of(where),
-                        field=format_path(where),
-                    )
-                )
+                issues.append(_unpriced(loaded, "judge model", model, provider, cap, where))
         issues.extend(_simulator_price_issues(planned, cap))
         agent = loaded.suite.agent
         if agent.backend not in PRICED_BACKENDS:
@@ -108,23 +98,34 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
             continue
         seller = agent_provider(agent)
         if price_for(agent.model, loaded.suite.pricing, provider=seller) is None:
-            issues.append(
-                ConfigIssue(
-                    f"model {agent.model!r} has no known price ({unpriced(seller)}), so a "
-                    f"spend cap ({dollars(cap)}) cannot be kept; give its price under "
-                    "'pricing:' (US dollars per million tokens: input, output), or drop "
-                    "--max-cost",
-                    file=loaded.display_path,
-                    line=loaded.document.line_of(("agent", "model")),
-                    field="agent.model",
-                )
-            )
+            issues.append(_unpriced(loaded, "model", agent.model, seller, cap, ("agent", "model")))
     return issues, warnings
+
+
+def _unpriced(
+    loaded: LoadedSuite,
+    what: str,
+    model: str | None,
+    provider: str | None,
+    cap: float,
+    where: tuple[str | int, ...],
+) -> ConfigIssue:
+    """``model`` has no price, so the cap cannot be kept: a configuration error at ``where``."""
+    from .pricing import unpriced
+
+    return ConfigIssue(
+        f"{what} {model!r} has no known price ({unpriced(provider)}), so a spend cap "
+        f"({dollars(cap)}) cannot be kept; give its price under 'pricing:' (US dollars per "
+        "million tokens: input, output), or drop --max-cost",
+        file=loaded.display_path,
+        line=loaded.document.line_of(where),
+        field=format_path(where),
+    )
 
 
 def _simulator_price_issues(planned: PlannedSuite, cap: float) -> list[ConfigIssue]:
     """A capped run's LLM simulated users need a price, as its judges do (said once a model)."""
-    from .pricing import judge_provider, price_for, unpriced
+    from .pricing import judge_provider, price_for
 
     loaded = planned.loaded
     issues: list[ConfigIssue] = []
@@ -147,15 +148,5 @@ def _simulator_price_issues(planned: PlannedSuite, cap: float) -> list[ConfigIss
             if own is not None and own.model is not None
             else ("user_simulator", "model")
         )
-        issues.append(
-            ConfigIssue(
-                f"simulated-user model {model!r} has no known price "
-                f"({unpriced(provider)}), so a spend cap ({dollars(cap)}) cannot be kept; give "
-                "its price under 'pricing:' (US dollars per million tokens: input, output), or "
-                "drop --max-cost",
-                file=loaded.display_path,
-                line=loaded.document.line_of(where),
-                field=format_path(where),
-            )
-        )
+        issues.append(_unpriced(loaded, "simulated-user model", model, provider, cap, where))
     return issues

@@ -59,6 +59,7 @@ import jinja2
 
 from ..results import CaseResult, RegradeInfo, Report, TurnResult
 from ..spend import dollars
+from ..types import TokenUsage
 from . import _view as v
 from .escape import md_code, md_text
 from .md_comparison import TotalsRow, delta_row, render_comparison
@@ -250,29 +251,24 @@ def _totals(report: Report) -> _Totals:
             f"({v.rate(r.pass_any_rate)}) | {r.flaky:,} | {v.cost(s.mean_cost_per_case_run)} |"
         )
         totals.repeat_blank = "  |" * 4
-    if s.user_token_usage is not None and v.run_usage(s):  # apart from the agent's
-        totals.extra_rows.append(
-            _Totals(
-                cases="Simulated users (not in the totals above)",
-                turns="",
-                pass_rate="",
-                tokens=f"{s.user_token_usage.total_tokens:,}",
-                cost=v.cost(s.user_cost_usd),
-                duration="",
-            )
-        )
-    if s.judge_token_usage is not None:  # the LLM judges' own row: not in the agent's totals
-        totals.extra_rows.append(
-            _Totals(
-                cases="LLM judges (not in the totals above)",
-                turns="",
-                pass_rate="",
-                tokens=f"{s.judge_token_usage.total_tokens:,}",
-                cost=v.cost(s.judge_cost_usd),
-                duration="",
-            )
-        )
+    # the simulated users' and the LLM judges' own rows: not in the agent's totals
+    if s.user_token_usage is not None and v.run_usage(s):
+        totals.extra_rows.append(_apart("Simulated users", s.user_token_usage, s.user_cost_usd))
+    if s.judge_token_usage is not None:
+        totals.extra_rows.append(_apart("LLM judges", s.judge_token_usage, s.judge_cost_usd))
     return totals
+
+
+def _apart(who: str, usage: TokenUsage, usd: float | None) -> _Totals:
+    """A totals row of tokens and cost counted apart from the agent's."""
+    return _Totals(
+        cases=f"{who} (not in the totals above)",
+        turns="",
+        pass_rate="",
+        tokens=f"{usage.total_tokens:,}",
+        cost=v.cost(usd),
+        duration="",
+    )
 
 
 #: at most this many flaky test cases listed in the comment (report.html lists them all)

@@ -55,6 +55,22 @@ WHO = "the simulated user"
 """How a structured reply that does not fit names who gave it."""
 
 
+def request_of(ask: StructuredAsk, model: str, max_tokens: int, who: str) -> StructuredRequest:
+    """The chat core's request for ``ask``, with what the call binds (model, max_tokens)."""
+    return StructuredRequest(
+        model=model,
+        system=ask.system,
+        prompt=ask.prompt,
+        name=ask.name,
+        description=ask.description,
+        schema=dict(ask.schema),
+        max_tokens=max_tokens,
+        temperature=ask.temperature,
+        seed=ask.seed,
+        who=who,
+    )
+
+
 class SimulatorService:
     """The simulated users' model clients of one run (its lifetime: the run)."""
 
@@ -108,18 +124,7 @@ class SimulatorService:
             def note(error: BackendError, attempt: int, wait: float) -> None:
                 notes.append(f"{WHO}'s {retry_note(error, attempt, wait)}")
 
-            request = StructuredRequest(
-                model=model,
-                system=ask.system,
-                prompt=ask.prompt,
-                name=ask.name,
-                description=ask.description,
-                schema=dict(ask.schema),
-                max_tokens=max_tokens,
-                temperature=ask.temperature,
-                seed=ask.seed,
-                who=WHO,
-            )
+            request = request_of(ask, model, max_tokens, WHO)
             self.requests_made += 1
             token = USER_TURN.set(ask.turn)
             try:
@@ -163,18 +168,7 @@ def fidelity_call(
     )
 
     async def call(ask: StructuredAsk) -> StructuredAnswer:
-        request = StructuredRequest(
-            model=judge.model,
-            system=ask.system,
-            prompt=ask.prompt,
-            name=ask.name,
-            description=ask.description,
-            schema=dict(ask.schema),
-            max_tokens=judge.max_tokens,
-            temperature=ask.temperature,
-            seed=ask.seed,
-            who="the fidelity judge",
-        )
+        request = request_of(ask, judge.model, judge.max_tokens, "the fidelity judge")
         outcome, fresh = await judges.structured(endpoint, request, judge.retry)
         if outcome.reply is None:
             error = (outcome.error or "no reply").removeprefix("the judge call failed: ")

@@ -34,7 +34,8 @@ again). The replay backend refuses a case whose simulation changed since the rep
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -168,8 +169,9 @@ async def _simulator(
     )
 
 
-def _services() -> tuple[SimulatorService, JudgeService, list[SimulatorService | JudgeService]]:
-    """The run's simulator and judge services; fresh ones (to close) outside a run."""
+@contextlib.asynccontextmanager
+async def _services() -> AsyncIterator[tuple[SimulatorService, JudgeService]]:
+    """The run's simulator and judge services; fresh ones outside a run (closed after)."""
     from ..grading.judges.service import JUDGES, JudgeService
     from .calls import SIMULATORS, SimulatorService
 
@@ -182,7 +184,11 @@ def _services() -> tuple[SimulatorService, JudgeService, list[SimulatorService |
     if judges is None:
         judges = JudgeService()
         own.append(judges)
-    return simulators, judges, own
+    try:
+        yield simulators, judges
+    finally:
+        for service in own:
+            await service.aclose()
 
 
 async def run_simulation(
@@ -195,8 +201,7 @@ async def run_simulation(
     recorded = RECORDED_CONVERSATIONS.get()
     if recorded is not None:
         return await _replay(plan, send, scripted, case, recorded)
-    simulators, judges, own = _services()
-    try:
+    async with _services() as (simulators, judges):
         made = await _simulator(plan, case, simulators)
         user = plan.user
         if isinstance(made, str):
@@ -226,9 +231,6 @@ async def run_simulation(
         if plan.fidelity and run.fatal is None and simulation.outcome != "invalid_simulation":
             await _judge_fidelity(part, plan, run.steps, case, judges)
         return part
-    finally:
-        for service in own:
-            await service.aclose()
 
 
 def _silent(steps: Sequence[SimulatedStep]) -> bool | None:
@@ -350,12 +352,8 @@ async def _replay(
         return part
     part.simulation = unjudged
     if plan.fidelity and unjudged.outcome != "invalid_simulation":
-        _, judges, own = _services()
-        try:
+        async with _services() as (_, judges):
             await _judge_fidelity(part, plan, steps, case, judges)
-        finally:
-            for service in own:
-                await service.aclose()
     return part
 
 
