@@ -545,6 +545,29 @@ def test_validate_locates_every_simulated_user_error(
     assert simulators.CONTEXTS == [] and agents.OPENED == []
 
 
+def test_dry_run_bounds_simulated_turns_and_fidelity_calls_by_max_turns(
+    project: Project,
+) -> None:
+    project.write(
+        "suite.yaml",
+        suite(
+            case(user='opening: "hi", max_turns: 3, fidelity: true'),
+            top="judge: {backend: anthropic, model: claude-haiku-4-5}\n"
+            "evaluations:\n- {type: judge, rubric: The reply is polite.}\n",
+        ),
+    )
+    result = project.run(
+        "run", "suite.yaml", "--dry-run", "--repeat", "2", env={"ANTHROPIC_API_KEY": "sk-x"}
+    )
+    assert result.code == 0, result.err
+    # per run: a judged turn for each of the 3 messages (the opening too), and a fidelity
+    # call for each of the 2 the simulator writes; a python simulator makes no model call
+    assert "LLM-judge calls: up to 10 " in result.out
+    assert "4 of them the fidelity judge's" in result.out
+    assert "simulated-user calls" not in result.out
+    assert simulators.CONTEXTS == [] and agents.OPENED == []
+
+
 # -------------------------------------------------------------------------- docs
 
 
