@@ -41,6 +41,9 @@ _NAMES = {
     "AzureConfig": "agent.azure",
     "FuzzyMatcher": "a fuzzy matcher",
     "RegexMatcher": "a regex matcher",
+    "UserConfig": "a simulated user (user:)",
+    "UserSimulatorConfig": "user_simulator",
+    "SimulatorConfig": "user.simulator",
 }
 #: discriminator fields, and the noun of the models they tell apart
 _DISCRIMINATORS = {"type": "evaluation", "backend": "agent"}

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from .scheduler import RunState
     from .settings import RunSettings
     from .sharding import ShardSpec
+    from .simulation.calls import SimulatorService
 
 
 OnResult = Callable[["CaseResult"], None]
@@ -256,6 +257,8 @@ class _Pipeline:
         """``--keep-passed``: earlier results carried into this report."""
         self.judges: JudgeService | None = None
         """The run's LLM-judge clients and de-duplication cache (built with the backends)."""
+        self.simulators: SimulatorService | None = None
+        """The run's simulated-user model clients (built with the backends)."""
         from .reports.writer import OnDisk
 
         self.disk = OnDisk()
@@ -494,6 +497,17 @@ class _Pipeline:
 
             self.judges = JudgeService(timeout=self.run_settings.turn_timeout)
             self.judges.prepare(endpoints)
+        users = {
+            endpoint
+            for p in plan
+            for case in p.loaded.simulations.values()
+            if (endpoint := case.simulator.endpoint) is not None
+        }
+        if users and self.options.agent_called:  # a regrade never calls a simulated user
+            from .simulation.calls import SimulatorService
+
+            self.simulators = SimulatorService(timeout=self.run_settings.turn_timeout)
+            self.simulators.prepare(users)
         secrets: set[str] = set()
         for planned, backend in zip(plan, backends, strict=True):
             secrets |= planned.loaded.secrets
@@ -640,6 +654,10 @@ class _Pipeline:
         # one judge service per run: its de-duplication cache and clients live as long as the run
         judges = self.judges or JudgeService(timeout=self.run_settings.turn_timeout)
         judges_token = JUDGES.set(judges)
+        from .simulation.calls import SIMULATORS, SimulatorService
+
+        simulators = self.simulators or SimulatorService(timeout=self.run_settings.turn_timeout)
+        simulators_token = SIMULATORS.set(simulators)
         try:
             await run_plan(state, backends, on_result)
         except asyncio.CancelledError:
@@ -647,7 +665,9 @@ class _Pipeline:
                 raise
         finally:
             JUDGES.reset(judges_token)
+            SIMULATORS.reset(simulators_token)
             await judges.aclose()
+            await simulators.aclose()
             self.guard.on_stop = None
             self.guard.ping = None
 

@@ -200,6 +200,7 @@ async def _run_suite(
                 backend,
                 planned.settings.turn_timeout,
                 settings=planned.settings,
+                run_index=run,
             )
             state.in_flight += 1
             state.max_in_flight = max(state.max_in_flight, state.in_flight)

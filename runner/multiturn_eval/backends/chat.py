@@ -66,7 +66,9 @@ of a judge. (Semantic Kernel's requests do not go through one yet: its
 one JSON object of a schema -- Anthropic through a forced tool, OpenAI through
 a strict ``json_schema`` response format -- returned unchecked with its usage,
 or why there is none (a refusal, text instead of the object, a cut-off
-reply). The judges' verdicts use it; a simulated user's turn will too.
+reply). The judges' verdicts use it, and so do a simulated user's turns and the
+fidelity judge (:mod:`multiturn_eval.simulation.calls`, side ``"user"`` and
+``"judge"``).
 """
 
 from __future__ import annotations
@@ -185,14 +187,16 @@ class Wording:
         return f"the {self.api} API{self.at} returned a reply that is not {self.reply}"
 
     def refused(self, status: int, kind: str | None, message: str) -> str:
-        """The message of a 401/403 (the agent's names the error type; a judge's, the status)."""
+        """The message of a 401/403 (the agent's names the error type; a judge's or a simulated
+        user's, the status and whose key it was)."""
         if self.side == "agent":
             return (
                 f"the {self.api} API refused the credentials ({shown_status(status, kind)}: "
                 f"{message}); check {self.key_hint}"
             )
+        who = "simulated user" if self.side == "user" else self.side
         return (
-            f"the {self.side}'s {self.api} API refused the credentials ({status}: {message}); "
+            f"the {who}'s {self.api} API refused the credentials ({status}: {message}); "
             f"check {self.key_hint}"
         )
 

@@ -21,6 +21,7 @@ The models live in one module per section of the file:
 :mod:`.evaluations`    ``evaluations:`` (standard, code, judge)
 :mod:`.tool_checks`    ``expected_tools:`` and argument matchers
 :mod:`.blocks`         ``execution:``, ``pricing:``, ``judge:``, ``retry:``
+:mod:`.users`          ``user_simulator:`` and a test case's ``user:`` (simulated users)
 :mod:`.common`         what they share (strict models, :func:`at_path`, text scalars)
 =====================  ====================================================
 
@@ -85,6 +86,7 @@ from .tool_checks import (
     ToolOrder,
     compile_regex,
 )
+from .users import SimulatorConfig, UserConfig, UserSimulatorConfig
 
 __all__ = [
     "AT_PATH_ERROR",
@@ -123,12 +125,15 @@ __all__ = [
     "RetryConfig",
     "ScalarText",
     "SemanticKernelAgent",
+    "SimulatorConfig",
     "StandardEvaluation",
     "Suite",
     "TestCase",
     "ToolOrder",
     "ToolSpec",
     "Turn",
+    "UserConfig",
+    "UserSimulatorConfig",
     "at_path",
     "compile_regex",
     "json_schema_problem",
@@ -144,6 +149,13 @@ class Suite(_Strict):
     evaluations: list[Evaluation] = Field(default_factory=list)
     judge: JudgeConfig | None = Field(
         default=None, description="Default judge settings of every type: judge evaluation."
+    )
+    user_simulator: UserSimulatorConfig | None = Field(
+        default=None,
+        description=(
+            "The simulated users' model (or your Python simulator) and defaults; a test "
+            "case's user.simulator is merged over it key by key."
+        ),
     )
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     pricing: dict[str, ModelPrice] = Field(
@@ -177,6 +189,9 @@ MODELS: tuple[type[BaseModel], ...] = (
     FileRef,
     Turn,
     ConversationTools,
+    SimulatorConfig,
+    UserSimulatorConfig,
+    UserConfig,
     TestCase,
     ToolSpec,
     PythonAgent,
