@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from .grading.judges.service import JudgeService
     from .loaded import LoadedSuite, PlannedSuite
     from .reports.console import Console
-    from .results import CaseResult, Report
+    from .results import CaseResult, McpServerRun, Report
     from .scheduler import RunState
     from .settings import RunSettings
     from .sharding import ShardSpec
@@ -260,6 +260,8 @@ class _Pipeline:
 
         self.disk = OnDisk()
         """How far ``results.jsonl`` and ``report.json`` have got (the second signal's exit)."""
+        self.backends: Sequence[Backend] = ()
+        """The suites' backends, once the run starts (``run.mcp_servers`` comes from them)."""
 
     def resolved(self, path: str | Path) -> Path:
         """``path`` as an absolute path, relative paths taken from :attr:`start_dir`."""
@@ -327,6 +329,7 @@ class _Pipeline:
         if self.shard_info is not None:
             report.run.shard = ShardInfo.model_validate(self.shard_info["shard"])
             report.run.suite_hashes = dict(self.shard_info["suite_hashes"])
+        report.run.mcp_servers = self._mcp_servers()
         state = self.state
         if state is None:
             return
@@ -339,6 +342,29 @@ class _Pipeline:
                 reached=state.capped is not None,
                 not_started=state.not_started,
             )
+
+    def _mcp_servers(self) -> list[McpServerRun] | None:
+        """``run.mcp_servers``: every MCP server started so far, suite by suite."""
+        from .backends.base import ModelBackend
+        from .results import McpServerRun
+
+        if self.state is None:
+            return None
+        out = [
+            McpServerRun(
+                suite=planned.loaded.display_path,
+                name=start.name,
+                scope=start.scope,
+                transport=start.transport,
+                starts=start.starts,
+                startup_ms=start.startup_ms,
+                max_startup_ms=start.max_startup_ms,
+            )
+            for planned, backend in zip(self.state.plan, self.backends, strict=False)
+            if isinstance(backend, ModelBackend)
+            for start in backend.server_starts()
+        ]
+        return out or None
 
     def write(
         self,
@@ -540,8 +566,12 @@ class _Pipeline:
             )
         return lines
 
-    def execute(self, backends: Sequence[Backend]) -> BaseException | None:
-        """Run the plan; returns an internal error (a bug) if one ended it."""
+    def execute(
+        self, backends: Sequence[Backend], warnings: Sequence[str] = ()
+    ) -> BaseException | None:
+        """Start the MCP servers the whole run shares, show the console's start, run the
+        plan; returns an internal error (a bug) if one ended it. A ``scope: run`` server
+        that does not start raises :class:`ConfigError` (no agent was called)."""
         from .reports.writer import ProgressWriter
 
         assert self.state is not None
@@ -570,7 +600,9 @@ class _Pipeline:
 
         internal_error: BaseException | None = None
         try:
-            run_loop(self._run(backends, on_result))
+            run_loop(self._run(backends, on_result, warnings))
+        except ConfigError:
+            raise
         except (KeyboardInterrupt, Interrupted):
             state.stop_reason = state.stop_reason or self.guard.stop_reason or "interrupted"
         except SystemExit as exc:  # user code is guarded; this is a last line: never exit 0 here
@@ -597,7 +629,10 @@ class _Pipeline:
             False, self.state.stop_reason or "in progress", "still running", snapshot=True
         )
 
-    async def _run(self, backends: Sequence[Backend], on_result: OnResult) -> None:
+    async def _run(
+        self, backends: Sequence[Backend], on_result: OnResult, warnings: Sequence[str] = ()
+    ) -> None:
+        from .backends.base import start_tool_servers
         from .scheduler import run_plan
 
         assert self.state is not None
@@ -625,6 +660,14 @@ class _Pipeline:
         judges = self.judges or JudgeService(timeout=self.run_settings.turn_timeout)
         judges_token = JUDGES.set(judges)
         try:
+            try:  # in the run's event loop: the servers' tasks live in it
+                await start_tool_servers(backends)
+            except BaseException:
+                for backend in backends:
+                    with contextlib.suppress(Exception):
+                        await backend.aclose()
+                raise
+            self.start_console(state.plan, warnings)
             await run_plan(state, backends, on_result)
         except asyncio.CancelledError:
             if state.stop_reason is None:
@@ -697,8 +740,12 @@ def run_suites(
         # on every collection (about 20% of the run phase's CPU with 1,000 test cases).
         gc.freeze()
         pipeline.started_at, pipeline.started = now_iso(), time.perf_counter()
-        pipeline.start_console(plan, warnings)
-        internal_error = pipeline.execute(backends)
+        pipeline.backends = backends
+        try:  # the console starts once the run's MCP servers have (execute)
+            internal_error = pipeline.execute(backends, warnings)
+        except ConfigError:  # a scope: run MCP server did not start: still no agent called
+            remove_created(pipeline.created_dir, pipeline.report_dir)
+            raise
         cpu_ran = time.process_time()
         outcome = _finish(pipeline, internal_error, warnings)
         outcome.cpu_seconds = {
