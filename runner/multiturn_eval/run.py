@@ -557,6 +557,17 @@ class _Pipeline:
                 f"--keep-passed: {len(self.kept)} passed result{'s' if len(self.kept) != 1 else ''} "
                 f"kept from {self.options.rerun_failed}"
             )
+        from .backends.base import ModelBackend
+
+        for backend in self.backends:
+            if isinstance(backend, ModelBackend) and backend.mcp is not None:
+                for start in backend.server_starts():
+                    when = (
+                        f"started in {start.startup_ms:.0f} ms, shared by every test case"
+                        if start.scope == "run" and start.startup_ms is not None
+                        else "one per test case"
+                    )
+                    lines.append(f"MCP server {start.name} ({start.transport}): {when}")
         caps = sorted({p.settings.max_cost for p in plan if p.settings.max_cost is not None})
         if caps:
             from .spend import dollars
@@ -621,6 +632,15 @@ class _Pipeline:
         if self.guard.stop_reason and state.stop_reason is None:
             state.stop_reason = self.guard.stop_reason
         return internal_error
+
+    def remove_empty_journal(self) -> None:
+        """Take back the ``results.jsonl`` this run opened, while it holds no line."""
+        from .reports.writer import ProgressWriter
+
+        journal = self.report_dir / ProgressWriter.JOURNAL
+        with contextlib.suppress(OSError):
+            if journal.stat().st_size == 0:
+                journal.unlink()
 
     def _snapshot(self) -> Report:
         # the periodic snapshot never races the final (or the watchdog's) writing
@@ -744,6 +764,7 @@ def run_suites(
         try:  # the console starts once the run's MCP servers have (execute)
             internal_error = pipeline.execute(backends, warnings)
         except ConfigError:  # a scope: run MCP server did not start: still no agent called
+            pipeline.remove_empty_journal()
             remove_created(pipeline.created_dir, pipeline.report_dir)
             raise
         cpu_ran = time.process_time()

@@ -170,25 +170,6 @@ class ModelBackend:
             await self.python_tools.aclose()
 
 
-def server_issues(loaded: LoadedSuite, error: McpServerError) -> list[ConfigIssue]:
-    """An MCP server's failure as configuration issues, each at ``agent.mcp_servers[i]``."""
-    issues = []
-    for each in error.errors:
-        path: tuple[str | int, ...] = ("agent", "mcp_servers")
-        if each.index is not None:
-            path = (*path, each.index)
-        issues.append(
-            ConfigIssue(
-                str(each),
-                file=loaded.display_path,
-                line=loaded.document.line_of(path),
-                field=".".join(str(p) for p in path[:2])
-                + (f"[{each.index}]" if each.index is not None else ""),
-            )
-        )
-    return issues
-
-
 async def start_tool_servers(backends: Sequence[Backend]) -> None:
     """Start every suite's ``scope: run`` MCP servers, all at once, before any agent call.
 
@@ -198,6 +179,8 @@ async def start_tool_servers(backends: Sequence[Backend]) -> None:
     ``aclose`` (the caller's, as after a run).
     """
     import asyncio
+
+    from ..tools.mcp_servers.check import server_issues
 
     model = [b for b in backends if isinstance(b, ModelBackend) and b.mcp is not None]
     outcomes = await asyncio.gather(*(b.start_tools() for b in model), return_exceptions=True)

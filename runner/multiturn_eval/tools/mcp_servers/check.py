@@ -8,7 +8,7 @@ the ``tools:`` allow-list names only tools a model can be given and none that a
 Python tool of the suite already has. Nothing is started and nothing is listed:
 what a server offers is known only once it runs.
 
-**validate --mcp** (:func:`check_servers`): no model is called. Every server (``scope: case`` ones too) is started once, all
+**validate --mcp** (:func:`check_suite`, :func:`check_servers`): no model is called. Every server (``scope: case`` ones too) is started once, all
 at once, its tools listed and checked as at a real start (allow-list, names,
 schemas, clashes with the Python tools and with other servers), then closed.
 The tool names the suite's checks use (``expected_tools``, ``forbidden_tools``,
@@ -27,13 +27,16 @@ import os
 import shutil
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from ...errors import McpServerError
+from ...errors import ConfigIssue, McpServerError
 from ..calls import ToolSet
 from ..definition import TOOL_NAME
 from .config import McpServerConfig
 from .source import close_all, offered_tools, with_server_tools
+
+if TYPE_CHECKING:
+    from ...loaded import LoadedSuite
 
 #: how the loader's message says what installs the SDK
 INSTALL_HINT = "pip install 'multiturn-eval[mcp]'"
@@ -204,3 +207,84 @@ async def check_servers(
             )
         )
     return McpCheck(tuple(listings), tuple(errors), tuple(problems))
+
+
+# ------------------------------------------------------------------- a whole suite
+
+
+def tool_name_uses(loaded: LoadedSuite) -> list[ToolNameUse]:
+    """Every tool name the suite's checks use: each turn's ``expected_tools`` and
+    ``forbidden_tools``, each case's ``conversation_tools``, with where they are."""
+    uses: list[ToolNameUse] = []
+    for i, case in enumerate(loaded.suite.test_cases):
+        for t, turn in enumerate(case.effective_turns()):
+            at = f"test_cases[{i}]" if case.is_legacy else f"test_cases[{i}].turns[{t}]"
+            line = loaded.turn_line(i, t)
+            for j, tool in enumerate(turn.tools):
+                uses.append(ToolNameUse(tool.name, "expected", f"{at}.expected_tools[{j}]", line))
+            for j, name in enumerate(turn.forbidden_tools or ()):
+                uses.append(ToolNameUse(name, "forbidden", f"{at}.forbidden_tools[{j}]", line))
+        checks = case.conversation_tools
+        if checks is not None:
+            at, line = f"test_cases[{i}].conversation_tools", loaded.case_line(i)
+            for j, tool in enumerate(checks.tools):
+                uses.append(ToolNameUse(tool.name, "expected", f"{at}.expected_tools[{j}]", line))
+            for j, name in enumerate(checks.forbidden_tools or ()):
+                uses.append(ToolNameUse(name, "forbidden", f"{at}.forbidden_tools[{j}]", line))
+    return uses
+
+
+async def check_suite(loaded: LoadedSuite, env: Mapping[str, str]) -> McpCheck:
+    """``validate --mcp`` of one loaded suite: its servers started, listed and checked."""
+    from ...suite import server_configs
+
+    specs = getattr(loaded.suite.agent, "mcp_servers", None) or []
+    return await check_servers(
+        server_configs(specs, loaded.base_dir),
+        env=env,
+        python_tools=ToolSet.from_loaded(loaded),
+        uses=tool_name_uses(loaded),
+    )
+
+
+def server_issues(loaded: LoadedSuite, error: McpServerError) -> list[ConfigIssue]:
+    """An MCP server's failure as configuration issues, each at ``agent.mcp_servers[i]``."""
+    issues = []
+    for each in error.errors:
+        path: tuple[str | int, ...] = ("agent", "mcp_servers")
+        field = "agent.mcp_servers"
+        if each.index is not None:
+            path, field = (*path, each.index), f"{field}[{each.index}]"
+        issues.append(
+            ConfigIssue(
+                str(each), file=loaded.display_path, line=loaded.document.line_of(path), field=field
+            )
+        )
+    return issues
+
+
+def check_issues(loaded: LoadedSuite, found: McpCheck) -> list[ConfigIssue]:
+    """What ``validate --mcp`` found wrong, located (exit 2)."""
+    issues = [i for error in found.server_errors for i in server_issues(loaded, error)]
+    issues.extend(
+        ConfigIssue(message, file=loaded.display_path, line=use.line, field=use.where)
+        for use, message in found.name_problems
+    )
+    return issues
+
+
+def listing_lines(found: McpCheck, configs: Sequence[McpServerConfig]) -> list[str]:
+    """``validate --mcp``'s account of each server: how it started and what it offers."""
+    scope = {c.name: (c.scope, c.transport) for c in configs}
+    lines = []
+    for server in found.servers:
+        where = "{1}, scope: {0}".format(*scope.get(server.name, ("?", "?")))
+        if server.startup_ms is None:
+            lines.append(f"mcp {server.name} ({where}): did not start")
+            continue
+        offered = ", ".join(server.offered) or "none"
+        lines.append(
+            f"mcp {server.name} ({where}): started in {server.startup_ms:.0f} ms; offers "
+            f"{len(server.offered)} of its {len(server.listed)} tools: {offered}"
+        )
+    return lines
