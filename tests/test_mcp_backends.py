@@ -280,6 +280,13 @@ def report(result: Any) -> dict[str, Any]:
     return json.loads((result.report_dir / "report.json").read_text())
 
 
+def assert_nowhere(secret: str, result: Any) -> None:
+    """No report file and no console line holds ``secret``."""
+    for path in result.report_dir.iterdir():
+        assert secret not in path.read_text(errors="replace"), path.name
+    assert secret not in result.out + result.err
+
+
 def counts(data: dict[str, Any]) -> list[str]:
     return [
         call["result"]
@@ -289,16 +296,28 @@ def counts(data: dict[str, Any]) -> list[str]:
     ]
 
 
+def counted_run(
+    cli: tuple[Flavor, Any, Project],
+    flavor: Flavor,
+    entries: str,
+    cases: int,
+    *options: str,
+    formats: tuple[str, ...] = ("json",),
+) -> tuple[Any, dict[str, Any]]:
+    """A passing CLI run of ``cases`` counting cases (the model calls increment once each)."""
+    _, fake, project = cli
+    fake.responder = counting(flavor)
+    project.write("suite.yaml", cli_suite(flavor, entries, cases=cases))
+    result = project.run("run", "suite.yaml", *options, formats=formats)
+    assert result.code == 0, result.out + result.err
+    return result, report(result)
+
+
 @each
 def test_every_case_sees_its_own_server_at_p_8(
     cli: tuple[Flavor, Any, Project], flavor: Flavor
 ) -> None:
-    _, fake, project = cli
-    fake.responder = counting(flavor)
-    project.write("suite.yaml", cli_suite(flavor, server(tools=BILLING), cases=8))
-    result = project.run("run", "suite.yaml", "-p", "8")
-    assert result.code == 0, result.out + result.err
-    data = report(result)
+    result, data = counted_run(cli, flavor, server(tools=BILLING), 8, "-p", "8")
     assert counts(data) == ["1"] * 8  # a fresh server per case: the counter starts at 0
     for case in data["results"]:
         (call,) = case["turns"][0]["tool_invocations"]
@@ -314,12 +333,7 @@ def test_every_case_sees_its_own_server_at_p_8(
 def test_every_repeat_run_gets_a_fresh_server_too(
     cli: tuple[Flavor, Any, Project], flavor: Flavor
 ) -> None:
-    _, fake, project = cli
-    fake.responder = counting(flavor)
-    project.write("suite.yaml", cli_suite(flavor, server(tools=BILLING), cases=2))
-    result = project.run("run", "suite.yaml", "-p", "4", "--repeat", "3")
-    assert result.code == 0, result.out + result.err
-    data = report(result)
+    _, data = counted_run(cli, flavor, server(tools=BILLING), 2, "-p", "4", "--repeat", "3")
     runs = [run for case in data["results"] for run in case["runs"]]
     assert len(runs) == 6
     assert data["run"]["mcp_servers"][0]["starts"] == 6
@@ -329,12 +343,8 @@ def test_every_repeat_run_gets_a_fresh_server_too(
 def test_scope_run_shares_one_server_started_before_any_agent_call(
     cli: tuple[Flavor, Any, Project], flavor: Flavor
 ) -> None:
-    _, fake, project = cli
-    fake.responder = counting(flavor)
-    project.write("suite.yaml", cli_suite(flavor, server(tools=BILLING, scope="run"), cases=4))
-    result = project.run("run", "suite.yaml", "-p", "2", formats=("json", "html"))
-    assert result.code == 0, result.out + result.err
-    data = report(result)
+    entry = server(tools=BILLING, scope="run")
+    result, data = counted_run(cli, flavor, entry, 4, "-p", "2", formats=("json", "html"))
     assert sorted(counts(data), key=int) == ["1", "2", "3", "4"]  # one counter for the run
     (entry,) = data["run"]["mcp_servers"]
     assert (entry["scope"], entry["starts"]) == ("run", 1)
@@ -369,16 +379,13 @@ def test_a_url_server_gets_a_fresh_mcp_session_per_case_and_its_headers_stay_sec
     _, fake, project = cli
     token = "search-token-0123456789"
     project.env["SEARCH_TOKEN"] = token
-    fake.responder = counting(flavor)
     with http_toolbox() as url:
         entry = (
             f"    - name: search\n      url: {url}\n      tools: [increment, whoami]\n"
             "      headers: {X-Search-Token: '${SEARCH_TOKEN}'}\n"
         )
-        project.write("suite.yaml", cli_suite(flavor, entry, cases=3))
-        result = project.run("run", "suite.yaml", "-p", "3")
-        assert result.code == 0, result.out + result.err
-        assert counts(report(result)) == ["1"] * 3  # one MCP session per case
+        _, data = counted_run(cli, flavor, entry, 3, "-p", "3")
+        assert counts(data) == ["1"] * 3  # one MCP session per case
         fake.responder = counting(flavor, "whoami")
         result = project.run(
             "run", "suite.yaml", "-k", "case-0", formats=("json", "junit", "markdown", "html")
@@ -386,8 +393,7 @@ def test_a_url_server_gets_a_fresh_mcp_session_per_case_and_its_headers_stay_sec
     (seen,) = counts(report(result))
     assert token not in seen  # the header reached the server, redacted in the report
     assert '"x-search-token": "***"' in seen
-    for path in result.report_dir.iterdir():
-        assert token not in path.read_text(errors="replace"), path.name
+    assert_nowhere(token, result)
 
 
 @pytest.mark.parametrize("flavor", FLAVORS[:1], ids=str)
@@ -405,9 +411,7 @@ def test_env_values_are_secrets_in_every_artifact(
     (seen,) = counts(report(result))
     assert '"BILLING_DB": "***"' in seen  # the server got it; no report shows it
     assert "RUNNER_ONLY" not in seen and '"PATH"' in seen
-    for path in result.report_dir.iterdir():
-        assert secret not in path.read_text(errors="replace"), path.name
-    assert secret not in result.out + result.err
+    assert_nowhere(secret, result)
 
 
 @pytest.mark.parametrize("flavor", FLAVORS[:1], ids=str)
