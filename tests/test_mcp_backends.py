@@ -229,16 +229,47 @@ def test_huge_results_are_cut_at_max_tool_result_chars_for_the_model_and_the_rep
     assert answer == call.result
 
 
+#: a case's server that cannot be used, and what its error must say (each names both sources)
+CASE_START_FAILURES = {
+    "exit-at-start": ["MCP server 'billing'", "toolbox: fatal: BILLING_DB is not set"],
+    "bad-schema": [
+        "MCP server 'billing'",
+        "its tool 'broken' has an inputSchema that is not a valid JSON Schema",
+    ],
+    "clash": [
+        "two tools are named 'lookup'",
+        "agent.tools[2] (tests.tool_funcs:lookup)",
+        "MCP server 'billing'",
+    ],
+}
+
+
 @each
+@pytest.mark.parametrize("mode", list(CASE_START_FAILURES))
 def test_a_case_servers_failure_is_the_sessions_error_with_its_stderr(
-    harness: McpHarness, flavor: Flavor
+    harness: McpHarness, flavor: Flavor, mode: str
 ) -> None:
-    backend = harness.with_servers(server(mode="exit-at-start"))
+    backend = harness.with_servers(server(mode=mode))
     with pytest.raises(Exception) as caught:
         harness.converse(backend, "hello")
-    assert "MCP server 'billing'" in str(caught.value)
-    assert "toolbox: fatal: BILLING_DB is not set" in str(caught.value)
+    for part in CASE_START_FAILURES[mode]:
+        assert part in str(caught.value), str(caught.value)
     assert harness.requests == []
+
+
+@each
+def test_a_4_mb_stderr_flood_does_not_stall_a_call(harness: McpHarness, flavor: Flavor) -> None:
+    harness.script(
+        flavor.calls(("flood", {"megabytes": 4})),
+        flavor.calls(("increment", {})),
+        flavor.text("Flooded; the counter is 1."),
+    )
+    backend = harness.with_servers(server(tools=["flood", "increment"], call_timeout=60))
+    result = reply(harness.converse(backend, "flood it")[0])
+    assert [(i.result, i.error) for i in result.tool_invocations] == [
+        ("flooded", None),
+        ("1", None),
+    ]
 
 
 # ---------------------------------------------------------------------- through the CLI
@@ -341,9 +372,10 @@ def test_every_repeat_run_gets_a_fresh_server_too(
 
 @each
 def test_scope_run_shares_one_server_started_before_any_agent_call(
-    cli: tuple[Flavor, Any, Project], flavor: Flavor
+    cli: tuple[Flavor, Any, Project], flavor: Flavor, tmp_path: Path
 ) -> None:
-    entry = server(tools=BILLING, scope="run")
+    pid_file = tmp_path / "server.pid"
+    entry = server(tools=BILLING, scope="run", env={"TOOLBOX_PID_FILE": str(pid_file)})
     result, data = counted_run(cli, flavor, entry, 4, "-p", "2", formats=("json", "html"))
     assert sorted(counts(data), key=int) == ["1", "2", "3", "4"]  # one counter for the run
     (entry,) = data["run"]["mcp_servers"]
@@ -351,6 +383,7 @@ def test_scope_run_shares_one_server_started_before_any_agent_call(
     assert re.search(r"MCP server billing \(stdio\): started in \d+ ms, shared", result.out)
     html = (result.report_dir / "report.html").read_text()
     assert "MCP server billing" in html  # the server of each call, shown
+    assert wait_gone([int(pid_file.read_text())]) == []  # gone with the run
 
 
 @each
@@ -370,6 +403,33 @@ def test_a_scope_run_server_that_does_not_start_is_exit_2_before_any_agent_call(
     ), result.err
     assert flavor.requests(fake) == []
     assert not result.report_dir.exists()  # no agent was called: no report directory left
+
+
+@each
+@pytest.mark.parametrize("clash", ["python tool", "two servers"])
+def test_a_tool_name_clash_of_a_scope_run_server_is_exit_2_naming_both_sources(
+    cli: tuple[Flavor, Any, Project], flavor: Flavor, clash: str
+) -> None:
+    _, fake, project = cli
+    if clash == "python tool":  # the server lists a tool 'lookup', as the Python tool is named
+        entries = server("catalog", mode="clash", scope="run")
+        wanted = [
+            r"two tools are named 'lookup'",
+            r"agent\.tools\[0\] \(tests\.tool_funcs:lookup\)",
+        ]
+    else:  # two servers, each listing get_balance
+        entries = server(tools=BILLING, scope="run") + server("billing-eu", scope="run")
+        wanted = [r"'get_balance'", r"MCP server 'billing'", r"MCP server 'billing-eu'"]
+    suite = cli_suite(flavor, entries).replace(
+        "  mcp_servers:\n", "  tools:\n    - function: tests.tool_funcs:lookup\n  mcp_servers:\n"
+    )
+    project.write("suite.yaml", suite)
+    result = project.run("run", "suite.yaml")
+    assert result.code == 2, result.out + result.err
+    assert re.search(r"suite\.yaml:\d+ agent\.mcp_servers\[\d\]: ", result.err), result.err
+    for part in wanted:
+        assert re.search(part, result.err), result.err
+    assert flavor.requests(fake) == []
 
 
 @pytest.mark.parametrize("flavor", FLAVORS[1:2], ids=str)
@@ -655,3 +715,51 @@ def test_no_server_process_outlives_a_signal_to_the_cli(
     pids = seen["run"] + seen["case"] + seen["children"]
     assert all(pid > 1 for pid in pids)
     assert wait_gone(pids) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    ("command", "scope"),
+    [("run", "run"), ("run", "case"), ("validate", "run")],
+    ids=["run-start", "case-start", "validate-mcp"],
+)
+def test_no_server_process_outlives_a_signal_while_it_starts(
+    command: str, scope: str, signame: str, tmp_path: Path
+) -> None:
+    """The real CLI signalled while a server it starts has not answered ``initialize``
+    (the run's, before any agent call; a case's; ``validate --mcp``'s): it exits 3 and the
+    server's process is gone."""
+    import signal
+    import subprocess
+    import time
+
+    flavor = FLAVORS[0]
+    pid_file = tmp_path / "server.pid"
+    entry = server(
+        mode="no-init", scope=scope, startup_timeout=120, env={"TOOLBOX_PID_FILE": str(pid_file)}
+    )
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(cli_suite(flavor, entry))
+    options = ["-o", "out"] if command == "run" else ["--mcp"]
+    with flavor.server() as fake:
+        env = {**os.environ, **flavor.env(fake), "PYTHONPATH": str(Path(__file__).parents[1])}
+        with subprocess.Popen(
+            [sys.executable, "-m", "multiturn_eval", command, str(suite), *options],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as cli:
+            for _ in range(1200):  # the server has started and waits for ever
+                if pid_file.exists() and pid_file.read_text():
+                    break
+                time.sleep(0.1)
+            pid = int(pid_file.read_text())
+            time.sleep(0.5)  # initialize sent, unanswered
+            cli.send_signal(getattr(signal, signame))
+            out, err = cli.communicate(timeout=120)
+        assert flavor.requests(fake) == []
+    assert cli.returncode == 3, out + err
+    assert wait_gone([pid]) == []
