@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -644,6 +645,19 @@ def test_mcp_servers_are_not_a_key_of_the_python_and_http_backends(project: Proj
 # ----------------------------------------------------------------- signals, by PID
 
 
+def cli_process(flavor: Flavor, fake: Any, cwd: Path, *args: str) -> subprocess.Popen[str]:
+    """The real CLI in a process of its own, talking to ``fake`` (stdout, stderr piped)."""
+    env = {**os.environ, **flavor.env(fake), "PYTHONPATH": str(Path(__file__).parents[1])}
+    return subprocess.Popen(
+        [sys.executable, "-m", "multiturn_eval", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
@@ -658,7 +672,6 @@ def test_no_server_process_outlives_a_signal_to_the_cli(
     own server and that server's grandchild, plus the run's shared server): after the
     signal it exits 3 with its reports, and not one of those processes is left."""
     import signal
-    import subprocess
     import threading
     import time
 
@@ -694,15 +707,7 @@ def test_no_server_process_outlives_a_signal_to_the_cli(
     )
     with flavor.server() as fake:
         fake.responder = flavor.responder(answer)
-        env = {**os.environ, **flavor.env(fake), "PYTHONPATH": str(Path(__file__).parents[1])}
-        with subprocess.Popen(
-            [sys.executable, "-m", "multiturn_eval", "run", str(suite), "-p", "2", "-o", "out"],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ) as cli:
+        with cli_process(flavor, fake, tmp_path, "run", str(suite), "-p", "2", "-o", "out") as cli:
             for _ in range(2):
                 assert hung.acquire(timeout=120), "the cases never reached their hung call"
             time.sleep(0.5)  # the hang calls reach the servers
@@ -731,7 +736,6 @@ def test_no_server_process_outlives_a_signal_while_it_starts(
     (the run's, before any agent call; a case's; ``validate --mcp``'s): it exits 3 and the
     server's process is gone."""
     import signal
-    import subprocess
     import time
 
     flavor = FLAVORS[0]
@@ -743,15 +747,7 @@ def test_no_server_process_outlives_a_signal_while_it_starts(
     suite.write_text(cli_suite(flavor, entry))
     options = ["-o", "out"] if command == "run" else ["--mcp"]
     with flavor.server() as fake:
-        env = {**os.environ, **flavor.env(fake), "PYTHONPATH": str(Path(__file__).parents[1])}
-        with subprocess.Popen(
-            [sys.executable, "-m", "multiturn_eval", command, str(suite), *options],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ) as cli:
+        with cli_process(flavor, fake, tmp_path, command, str(suite), *options) as cli:
             for _ in range(1200):  # the server has started and waits for ever
                 if pid_file.exists() and pid_file.read_text():
                     break
