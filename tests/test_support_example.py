@@ -242,3 +242,122 @@ def test_the_claude_variant_needs_a_key_and_says_so(
     assert "no API key for the anthropic simulated user: set ANTHROPIC_API_KEY" in err
     assert "backend: python" in SIMULATED.read_text()
     assert "ANTHROPIC_API_KEY" not in SIMULATED.read_text()
+
+
+# ------------------------------------------------------------------- the MCP variant
+
+MCP_SUITE = SUITE.with_name("suite-mcp.yaml")
+
+#: the conversations of suite-mcp.yaml as a model plays them: the last user message (a part
+#: of it) -> the steps of its turn, a tool call each, then the reply
+PLAYS: dict[str, list[tuple[str, Any]]] = {
+    "the keyboard is broken": [
+        (
+            "text",
+            "I can help with that. First I need to verify your identity: please give me your "
+            "customer ID and the last four digits of your card.",
+        )
+    ],
+    "C100 and the last four digits are 4242": [
+        ("call", ("verify_identity", {"customer_id": "C100", "card_last4": "4242"})),
+        ("call", ("lookup_order", {"order_id": "A1001"})),
+        ("call", ("issue_refund", {"order_id": "A1001", "amount": 59.9})),
+        (
+            "text",
+            "Thank you, Ada. I have issued a refund of $59.90 for order A1001. Per our refund "
+            "policy, it reaches your card within 5-7 business days. Reference: R-A1001.",
+        ),
+    ],
+    "Refund order A1003": [
+        ("call", ("verify_identity", {"customer_id": "C200", "card_last4": "1881"})),
+        ("call", ("lookup_order", {"order_id": "A1003"})),
+        (
+            "text",
+            "Thank you, Grace. Order A1003 has already been refunded, so I cannot refund it again.",
+        ),
+    ],
+    "refund 500 EUR": [
+        ("call", ("verify_identity", {"customer_id": "C100", "card_last4": "4242"})),
+        ("call", ("lookup_order", {"order_id": "A1001"})),
+        ("call", ("issue_refund", {"order_id": "A1001", "amount": 500})),
+        ("text", "I'm sorry, the refund did not go through: the order total is $59.90."),
+    ],
+}
+
+
+def support_model(request: Any) -> Any:
+    """The fake Anthropic server's replies for suite-mcp.yaml (see PLAYS)."""
+    from tests.fakes import anthropic_server as fa
+
+    messages = request.body["messages"]
+    users = [
+        i
+        for i, m in enumerate(messages)
+        if m["role"] == "user" and any(b.get("type") == "text" for b in m["content"])
+    ]
+    said = " ".join(b["text"] for b in messages[users[-1]]["content"] if b.get("type") == "text")
+    steps = next(steps for key, steps in PLAYS.items() if key in said)
+    calls_so_far = sum(
+        1
+        for m in messages[users[-1] :]
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    )
+    kind, value = steps[calls_so_far]
+    if kind == "call":
+        return fa.tool_uses(value)
+    return fa.text(value)
+
+
+def test_the_mcp_variant_passes_offline_against_the_fake_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], in_repo: None
+) -> None:
+    """suite-mcp.yaml: billing_server.py (an MCP server written with the mcp SDK) serves
+    lookup_order and issue_refund, one server per test case; the checks read its calls."""
+    import os
+    import sys
+
+    from tests.fakes import anthropic_server as fa
+
+    with fa.FakeAnthropic(support_model) as fake:
+        env = {
+            "ANTHROPIC_API_KEY": fa.API_KEY,
+            "ANTHROPIC_BASE_URL": fake.url,
+            # the python whose site has the mcp package, first on the server's PATH
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+            "HOME": os.environ.get("HOME", "/"),
+        }
+        out = tmp_path / "out"
+        code = cli.main(
+            ["run", "examples/support/suite-mcp.yaml", "-o", str(out), "-p", "3"], env=env
+        )
+        text = capsys.readouterr().out
+    assert code == 0, text
+    report = json.loads((out / "report.json").read_text())
+    assert (report["summary"]["total"], report["summary"]["passed"]) == (3, 3)
+    calls = {
+        case["name"]: [
+            (c["name"], c.get("server"), c["error"])
+            for t in case["turns"]
+            for c in t["tool_invocations"]
+        ]
+        for case in report["results"]
+    }
+    assert calls["refund after verification"] == [
+        ("verify_identity", None, None),
+        ("lookup_order", "billing", None),
+        ("issue_refund", "billing", None),
+    ]
+    refused = calls["a refund the billing system refuses"]
+    assert refused[2][:2] == ("issue_refund", "billing")
+    assert "500.0 is more than the order total 59.9" in (refused[2][2] or "")  # an isError result
+    (server,) = report["run"]["mcp_servers"]
+    assert (server["name"], server["scope"], server["starts"]) == ("billing", "case", 3)
+    offered = {t["name"] for t in fake.messages_requests()[0].body["tools"]}
+    assert offered == {"verify_identity", "create_ticket", "lookup_order", "issue_refund"}
+    assert "MCP server billing (stdio): one per test case" in text
+    # validate --mcp: the server started once, its tools listed, the suite's tool names found
+    assert cli.main(["validate", "--mcp", "examples/support/suite-mcp.yaml"], env=env) == 0
+    listed = capsys.readouterr().out
+    assert "offers 2 of its 2 tools: lookup_order, issue_refund" in listed

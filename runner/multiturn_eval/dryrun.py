@@ -124,7 +124,8 @@ def suite_plan(planned: PlannedSuite) -> SuitePlan:
             user_bound += 2 * steps * repeat * plan.simulator.max_tokens * price.output / 1e6
     judge_calls += fidelity_calls
     rounds = getattr(agent, "max_tool_rounds", None)
-    per_turn = rounds + 1 if agent.backend in PRICED_BACKENDS and agent.tools and rounds else 1
+    tools = agent.tools or getattr(agent, "mcp_servers", None)  # an MCP server's tools too
+    per_turn = rounds + 1 if agent.backend in PRICED_BACKENDS and tools and rounds else 1
     bound: float | None = None
     provider = agent_provider(agent)
     price = (

@@ -117,8 +117,11 @@ class LoadedSuite:
 
     @functools.cached_property
     def agent_mapping(self) -> dict[str, Any]:
-        """The ``agent:`` block as plain data for CaseContext.agent (without the API key)."""
-        return self.suite.agent.model_dump(mode="json", exclude={"api_key"})
+        """The ``agent:`` block as plain data for CaseContext.agent (without the API key, nor
+        the MCP servers' ``env`` and ``headers``: secrets, every value)."""
+        return self.suite.agent.model_dump(
+            mode="json", exclude={"api_key": True, "mcp_servers": {"__all__": {"env", "headers"}}}
+        )
 
     def case_name(self, index: int) -> str:
         return self.suite.test_cases[index].name or f"test_case_{index}"

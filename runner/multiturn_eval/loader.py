@@ -13,7 +13,10 @@ Order of work, all before any agent is called:
 3. validate with the pydantic models (:mod:`suite`);
 4. check what needs the file system or an import: ``instructions_file``,
    ``files``, tools, graders, the python factory; and that a ``numeric``
-   evaluation only meets numeric ground truths.
+   evaluation only meets numeric ground truths;
+5. check the MCP servers as far as can be done without starting one
+   (:func:`~multiturn_eval.tools.mcp_servers.check.load_problems`); every value
+   of their ``env`` and ``headers`` is a secret.
 
 Where a problem is and how it is worded: :mod:`.locate`; how files are read
 (bounded, never blocking): :mod:`.reading`; what the result holds:
@@ -81,6 +84,7 @@ def _judge_block(path: Path_) -> bool:
 
 
 _EVALUATION_LISTS = ("evaluations", "conversation_evaluations")
+_MCP_SECRET = ("env", "headers")
 
 
 def _simulator_block(path: Path_) -> bool:
@@ -136,6 +140,8 @@ def _substitute(
         (len(path) >= 2 and path[0] == "agent" and path[1] in ("api_key", "headers"))
         or (len(path) >= 2 and path[-1] == "api_key" and path[-2] == "judge")
         or (path[-1:] == ("api_key",) and _simulator_block(path))
+        # an MCP server's env and headers: every value (and so every variable in it) is secret
+        or (len(path) >= 5 and path[:2] == ("agent", "mcp_servers") and path[3] in _MCP_SECRET)
     )
 
     def replace(match: re.Match[str]) -> str:
@@ -221,6 +227,8 @@ def load_suite(
     add_import_paths([path.parent, Path.cwd()])
     issues.extend(_resolve(loaded, locator))
     issues.extend(_check_simulations(loaded, locator, env, simulator_called=agent_called))
+    if agent_called:  # regrade starts no server
+        issues.extend(_check_mcp_servers(loaded, locator, env))
     if not issues:
         issues.extend(_check_judges(loaded, locator, env, judges_called, agent_called))
     if issues:
@@ -404,6 +412,29 @@ def _resolve(loaded: LoadedSuite, locator: Locator) -> list[ConfigIssue]:
                         )
     loaded.judge_files = judge_files
     return issues
+
+
+def _check_mcp_servers(
+    loaded: LoadedSuite, locator: Locator, env: Mapping[str, str]
+) -> list[ConfigIssue]:
+    """The agent's MCP servers, checked without starting any; their secrets noted."""
+    agent = loaded.suite.agent
+    specs = getattr(agent, "mcp_servers", None)
+    if not specs:
+        return []
+    from .suite import server_configs
+    from .tools.mcp_servers import mcp_secrets
+    from .tools.mcp_servers.check import load_problems
+
+    loaded.secrets |= mcp_secrets(specs)
+    python_tools = {
+        spec.name or getattr(fn, "__name__", "")
+        for spec, fn in zip(agent.tools, loaded.tools, strict=False)
+    }
+    problems = load_problems(
+        server_configs(specs, loaded.base_dir), env=env, python_tools=python_tools
+    )
+    return [locator.issue(("agent", "mcp_servers", *where), why) for where, why in problems]
 
 
 def _check_judges(

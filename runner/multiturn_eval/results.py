@@ -428,6 +428,23 @@ class SpendCap(_Model):
     """Test cases skipped because the cap was reached."""
 
 
+class McpServerRun(_Model):
+    """One MCP server of a suite's agent (``agent.mcp_servers``), as the run started it."""
+
+    suite: str
+    name: str
+    scope: Literal["case", "run"]
+    """``run``: one server shared by every test case; ``case``: one per test case (and run)."""
+    transport: Literal["stdio", "streamable-http"]
+    starts: int
+    """How many times it started: once for the run or once per case run, plus restarts
+    after crashes."""
+    startup_ms: float | None = None
+    """The mean time a start took (process, ``initialize``, tool list)."""
+    max_startup_ms: float | None = None
+    """The longest start."""
+
+
 class ShardInfo(_Model):
     """Which shard of which split a report is (``--shard I/N``; see :mod:`.sharding`)."""
 
@@ -463,6 +480,9 @@ class RunInfo(_Model):
     )
     spend_cap: SpendCap | None = omitted_when_none(
         "With --max-cost: the cap, the estimated spend and the test cases it kept from starting."
+    )
+    mcp_servers: list[McpServerRun] | None = omitted_when_none(
+        "With agent.mcp_servers: every MCP server the run started, its scope and start-up time."
     )
 
 

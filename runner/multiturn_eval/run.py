@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from .grading.judges.service import JudgeService
     from .loaded import LoadedSuite, PlannedSuite
     from .reports.console import Console
-    from .results import CaseResult, Report
+    from .results import CaseResult, McpServerRun, Report
     from .scheduler import RunState
     from .settings import RunSettings
     from .sharding import ShardSpec
@@ -263,6 +263,8 @@ class _Pipeline:
 
         self.disk = OnDisk()
         """How far ``results.jsonl`` and ``report.json`` have got (the second signal's exit)."""
+        self.backends: Sequence[Backend] = ()
+        """The suites' backends, once the run starts (``run.mcp_servers`` comes from them)."""
 
     def resolved(self, path: str | Path) -> Path:
         """``path`` as an absolute path, relative paths taken from :attr:`start_dir`."""
@@ -330,6 +332,7 @@ class _Pipeline:
         if self.shard_info is not None:
             report.run.shard = ShardInfo.model_validate(self.shard_info["shard"])
             report.run.suite_hashes = dict(self.shard_info["suite_hashes"])
+        report.run.mcp_servers = self._mcp_servers()
         state = self.state
         if state is None:
             return
@@ -342,6 +345,29 @@ class _Pipeline:
                 reached=state.capped is not None,
                 not_started=state.not_started,
             )
+
+    def _mcp_servers(self) -> list[McpServerRun] | None:
+        """``run.mcp_servers``: every MCP server started so far, suite by suite."""
+        from .backends.base import ModelBackend
+        from .results import McpServerRun
+
+        if self.state is None:
+            return None
+        out = [
+            McpServerRun(
+                suite=planned.loaded.display_path,
+                name=start.name,
+                scope=start.scope,
+                transport=start.transport,
+                starts=start.starts,
+                startup_ms=start.startup_ms,
+                max_startup_ms=start.max_startup_ms,
+            )
+            for planned, backend in zip(self.state.plan, self.backends, strict=False)
+            if isinstance(backend, ModelBackend)
+            for start in backend.server_starts()
+        ]
+        return out or None
 
     def write(
         self,
@@ -561,6 +587,17 @@ class _Pipeline:
                 f"--keep-passed: {len(self.kept)} passed result{'s' if len(self.kept) != 1 else ''} "
                 f"kept from {self.options.rerun_failed}"
             )
+        from .backends.base import ModelBackend
+
+        for backend in self.backends:
+            if isinstance(backend, ModelBackend) and backend.mcp is not None:
+                for start in backend.server_starts():
+                    when = (
+                        f"started in {start.startup_ms:.0f} ms, shared by every test case"
+                        if start.scope == "run" and start.startup_ms is not None
+                        else "one per test case"
+                    )
+                    lines.append(f"MCP server {start.name} ({start.transport}): {when}")
         caps = sorted({p.settings.max_cost for p in plan if p.settings.max_cost is not None})
         if caps:
             from .spend import dollars
@@ -570,8 +607,12 @@ class _Pipeline:
             )
         return lines
 
-    def execute(self, backends: Sequence[Backend]) -> BaseException | None:
-        """Run the plan; returns an internal error (a bug) if one ended it."""
+    def execute(
+        self, backends: Sequence[Backend], warnings: Sequence[str] = ()
+    ) -> BaseException | None:
+        """Start the MCP servers the whole run shares, show the console's start, run the
+        plan; returns an internal error (a bug) if one ended it. A ``scope: run`` server
+        that does not start raises :class:`ConfigError` (no agent was called)."""
         from .reports.writer import ProgressWriter
 
         assert self.state is not None
@@ -600,7 +641,9 @@ class _Pipeline:
 
         internal_error: BaseException | None = None
         try:
-            run_loop(self._run(backends, on_result))
+            run_loop(self._run(backends, on_result, warnings))
+        except ConfigError:
+            raise
         except (KeyboardInterrupt, Interrupted):
             state.stop_reason = state.stop_reason or self.guard.stop_reason or "interrupted"
         except SystemExit as exc:  # user code is guarded; this is a last line: never exit 0 here
@@ -620,6 +663,15 @@ class _Pipeline:
             state.stop_reason = self.guard.stop_reason
         return internal_error
 
+    def remove_empty_journal(self) -> None:
+        """Take back the ``results.jsonl`` this run opened, while it holds no line."""
+        from .reports.writer import ProgressWriter
+
+        journal = self.report_dir / ProgressWriter.JOURNAL
+        with contextlib.suppress(OSError):
+            if journal.stat().st_size == 0:
+                journal.unlink()
+
     def _snapshot(self) -> Report:
         # the periodic snapshot never races the final (or the watchdog's) writing
         assert self.state is not None
@@ -627,7 +679,10 @@ class _Pipeline:
             False, self.state.stop_reason or "in progress", "still running", snapshot=True
         )
 
-    async def _run(self, backends: Sequence[Backend], on_result: OnResult) -> None:
+    async def _run(
+        self, backends: Sequence[Backend], on_result: OnResult, warnings: Sequence[str] = ()
+    ) -> None:
+        from .backends.base import start_tool_servers
         from .scheduler import run_plan
 
         assert self.state is not None
@@ -659,6 +714,14 @@ class _Pipeline:
         simulators = self.simulators or SimulatorService(timeout=self.run_settings.turn_timeout)
         simulators_token = SIMULATORS.set(simulators)
         try:
+            try:  # in the run's event loop: the servers' tasks live in it
+                await start_tool_servers(backends)
+            except BaseException:
+                for backend in backends:
+                    with contextlib.suppress(Exception):
+                        await backend.aclose()
+                raise
+            self.start_console(state.plan, warnings)
             await run_plan(state, backends, on_result)
         except asyncio.CancelledError:
             if state.stop_reason is None:
@@ -733,8 +796,13 @@ def run_suites(
         # on every collection (about 20% of the run phase's CPU with 1,000 test cases).
         gc.freeze()
         pipeline.started_at, pipeline.started = now_iso(), time.perf_counter()
-        pipeline.start_console(plan, warnings)
-        internal_error = pipeline.execute(backends)
+        pipeline.backends = backends
+        try:  # the console starts once the run's MCP servers have (execute)
+            internal_error = pipeline.execute(backends, warnings)
+        except ConfigError:  # a scope: run MCP server did not start: still no agent called
+            pipeline.remove_empty_journal()
+            remove_created(pipeline.created_dir, pipeline.report_dir)
+            raise
         cpu_ran = time.process_time()
         outcome = _finish(pipeline, internal_error, warnings)
         outcome.cpu_seconds = {

@@ -259,9 +259,12 @@ def _arg_text(value: Any) -> str:
 
 
 def call_text(call: ToolInvocation) -> str:
-    """``subtract(a=206588, b="181001") -> 25587`` (or ``-> error: ...``)."""
+    """``subtract(a=206588, b="181001") -> 25587`` (or ``-> error: ...``); a call an MCP
+    server served says which: ``get_balance(account_id="A-1") via MCP billing -> ...``."""
     args = ", ".join(f"{k}={_arg_text(v)}" for k, v in call.args.items())
     text = f"{call.name}({args})"
+    if call.server:
+        text += f" via MCP {call.server}"
     if call.error:
         return f"{text} -> error: {call.error}"
     if call.result is not None:

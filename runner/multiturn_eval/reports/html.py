@@ -188,6 +188,7 @@ def _static_turn(turn: TurnResult, total: int) -> dict[str, Any]:
         {
             "n": i + 1,
             "name": clean(call.name),
+            "server": clean(call.server) if call.server else None,
             "args": clean(_pretty(call.args)),
             "result": (
                 clean(f"error: {call.error}")

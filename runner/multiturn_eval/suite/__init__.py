@@ -17,6 +17,7 @@ The models live in one module per section of the file:
 
 =====================  ====================================================
 :mod:`.agents`         ``agent:`` (one model per ``backend:``, ``tools:``)
+:mod:`.mcp_servers`    ``agent.mcp_servers:`` (MCP servers as tool sources)
 :mod:`.cases`          ``test_cases:``, their turns, ``files:``, ``conversation_tools:``
 :mod:`.evaluations`    ``evaluations:`` (standard, code, judge)
 :mod:`.tool_checks`    ``expected_tools:`` and argument matchers
@@ -75,6 +76,7 @@ from .evaluations import (
     _unique_metric_names,
     json_schema_problem,
 )
+from .mcp_servers import McpServerList, McpServerSpec, server_configs
 from .tool_checks import (
     MAX_REGEX_SIZE,
     ArgMatcher,
@@ -117,6 +119,8 @@ __all__ = [
     "JudgeConfig",
     "JudgeEvaluation",
     "JudgeScale",
+    "McpServerList",
+    "McpServerSpec",
     "ModelPrice",
     "OpenAIAgent",
     "PlainData",
@@ -138,6 +142,7 @@ __all__ = [
     "compile_regex",
     "json_schema_problem",
     "likely_misspellings",
+    "server_configs",
 ]
 
 
@@ -194,6 +199,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     UserConfig,
     TestCase,
     ToolSpec,
+    McpServerSpec,
     PythonAgent,
     HttpAgent,
     AnthropicAgent,
