@@ -141,12 +141,6 @@ ANTHROPIC_BODIES = [
 ]
 
 
-@pytest.fixture
-def anthropic_fake() -> Iterator[fa.FakeAnthropic]:
-    with fa.FakeAnthropic() as server:
-        yield server
-
-
 def anthropic_backend(tmp_path: Path, fake: fa.FakeAnthropic, agent: str = "") -> Any:
     path = tmp_path / "suite.yaml"
     path.write_text("agent:\n  backend: anthropic\n  model: claude-haiku-4-5\n" + agent + CASES)
