@@ -16,7 +16,6 @@ import asyncio
 import base64
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from multiturn_eval.types import TurnFile, TurnReply
 from tests import tool_funcs
 from tests.backend_harness import CASES, PNG, Harness, error, reply
 from tests.chat_flavors import SemanticKernelFlavor, fixtures
+from tests.cli_probe import CLI
 from tests.conftest import Project
 from tests.fakes import anthropic_server as fa
 from tests.fakes.openai_server import (
@@ -584,17 +584,7 @@ def test_semantic_kernel_log_noise_stays_off_the_console(tmp_path: Path, fake: F
     )
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "multiturn_eval",
-            "run",
-            "suite.yaml",
-            "-o",
-            "out",
-            "--format",
-            "json",
-        ],
+        [*CLI, "run", "suite.yaml", "-o", "out", "--format", "json"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
