@@ -165,13 +165,19 @@ ANTHROPIC_BODIES = [
 ]
 
 
-def anthropic_backend(tmp_path: Path, fake: fa.FakeAnthropic, agent: str = "") -> Any:
+def backend_of(tmp_path: Path, agent: str, make: Callable[..., Any], **options: Any) -> Any:
+    """The backend ``make(loaded, settings, sleep=..., **options)`` for a suite of ``agent``
+    and CASES, on a clock that does not wait, and the loaded suite."""
     path = tmp_path / "suite.yaml"
-    path.write_text("agent:\n  backend: anthropic\n  model: claude-haiku-4-5\n" + agent + CASES)
+    path.write_text(agent + CASES)
     loaded = load_suite(path, env={})
+    return make(loaded, RunSettings(turn_timeout=20), sleep=Clock().sleep, **options), loaded
+
+
+def anthropic_backend(tmp_path: Path, fake: fa.FakeAnthropic, agent: str = "") -> Any:
     env = {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": fake.url}
-    backend = AnthropicBackend(loaded, RunSettings(turn_timeout=20), env=env, sleep=Clock().sleep)
-    return backend, loaded
+    agent = "agent:\n  backend: anthropic\n  model: claude-haiku-4-5\n" + agent
+    return backend_of(tmp_path, agent, AnthropicBackend, env=env)
 
 
 @pytest.mark.parametrize(("reply", "reason"), ANTHROPIC_BODIES)
@@ -259,15 +265,8 @@ def openai_fake() -> Iterator[fo.FakeOpenAI]:
 
 def sk_backend(tmp_path: Path, env: dict[str, str], service: str = "openai") -> Any:
     model = "claude-haiku-4-5" if service == "anthropic" else "gpt-4o-mini"
-    path = tmp_path / "suite.yaml"
-    path.write_text(
-        f"agent:\n  backend: semantic-kernel\n  service: {service}\n  model: {model}\n" + CASES
-    )
-    loaded = load_suite(path, env={})
-    backend = SemanticKernelBackend(
-        loaded, RunSettings(turn_timeout=20), env=env, sleep=Clock().sleep
-    )
-    return backend, loaded
+    agent = f"agent:\n  backend: semantic-kernel\n  service: {service}\n  model: {model}\n"
+    return backend_of(tmp_path, agent, SemanticKernelBackend, env=env)
 
 
 @pytest.mark.parametrize(("reply", "reason"), SK_BODIES)
@@ -373,10 +372,8 @@ def test_http_a_reply_of_the_wrong_shape_is_a_turn_error(
     tmp_path: Path, http_fake: fh.FakeHttpAgent, reply: Any, message: str
 ) -> None:
     http_fake.script(body(reply), fh.AgentReply("fine"))
-    path = tmp_path / "suite.yaml"
-    path.write_text(f"agent:\n  backend: http\n  url: {http_fake.endpoint}\n" + CASES)
-    loaded = load_suite(path, env={})
-    backend = HttpBackend(loaded, RunSettings(turn_timeout=20), sleep=Clock().sleep)
+    agent = f"agent:\n  backend: http\n  url: {http_fake.endpoint}\n"
+    backend, loaded = backend_of(tmp_path, agent, HttpBackend)
     first, second = converse(backend, loaded, ("first", "second"))
     assert isinstance(first, BackendError), first
     assert not isinstance(first, TransientError) and first.session_alive
