@@ -67,6 +67,7 @@ from .usercode import Tracebacks, collect_tracebacks, error_text, guarded, watch
 
 if TYPE_CHECKING:
     from .backends.base import Backend, Session
+    from .fixtures.cassette import Cassette
     from .grading.judges import ConversationJudging, JudgeResult
     from .loaded import LoadedSuite
     from .settings import RunSettings
@@ -172,8 +173,11 @@ class CaseRunner:
         turn_timeout: float,
         *,
         settings: RunSettings | None = None,
+        cassette: Cassette | None = None,
     ) -> None:
         self.loaded = loaded
+        self.cassette = cassette
+        """This run's fixture (``--fixtures``; None: off): current while the case runs."""
         self.index = index
         self.case = loaded.suite.test_cases[index]
         self.backend = backend
@@ -193,10 +197,30 @@ class CaseRunner:
         self._abandoned: list[str] = []
         self._raised = Tracebacks()
         """Where user code raised outside a turn (each turn collects its own)."""
+        self._runner_failed = False
 
     # -------------------------------------------------------------------------- run
 
     async def run(self) -> CaseResult:
+        if self.cassette is None:
+            return await self._guarded_run()
+        from .fixtures.cassette import use_cassette
+        from .fixtures.outcome import with_fixture
+
+        # every model call of the case (agent, judges, simulated user, a python agent's own
+        # httpx) finds this case's fixture through the context, threads included
+        with use_cassette(self.cassette):
+            try:
+                result = await self._guarded_run()
+            except FatalRunError as exc:
+                exc.result = with_fixture(exc.result, self.cassette, completed=False)
+                raise
+            except BaseException:
+                self.cassette.finish(completed=False)  # interrupted: the fixture stays as it was
+                raise
+        return with_fixture(result, self.cassette, completed=not self._runner_failed)
+
+    async def _guarded_run(self) -> CaseResult:
         started = self._started = time.perf_counter()
         with watch_abandoned() as abandoned, collect_tracebacks() as raised:
             self._abandoned = abandoned
@@ -206,9 +230,30 @@ class CaseRunner:
             except (FatalRunError, asyncio.CancelledError):
                 raise
             except Exception as exc:  # a bug in the runner: this case fails, the run goes on
+                self._runner_failed = True
                 self.case_errors.append(f"internal error: {error_text(exc)}")
                 self._skip_rest("the runner failed on this test case")
                 return self._finish(started)
+
+    def _set_turn(self, turn: int | None) -> None:
+        """The turn whose model calls come next (1-based; None: the conversation checks)."""
+        if self.cassette is not None:
+            self.cassette.set_turn(turn)
+
+    def _turn_done(self, turn_index: int) -> None:
+        """The last result is that turn's: say whether its calls came from the fixture."""
+        if self.cassette is not None and self.results:
+            self.results[-1].replayed = self.cassette.turn_replayed(turn_index + 1)
+
+    def _fixture_miss(self, turn_index: int) -> str | None:
+        """The turn's error when its agent left the recording (the first such miss), whatever
+        the agent made of the refused request (a python agent may have swallowed the 404)."""
+        if self.cassette is None:
+            return None
+        for miss in self.cassette.turn_misses(turn_index + 1):
+            if miss.side != "judge":  # a judge's miss is its metric's error
+                return miss.message
+        return None
 
     async def _run(self, started: float) -> CaseResult:
         ctx = case_context(self.loaded, self.index)
@@ -287,6 +332,7 @@ class CaseRunner:
                 reply: TurnReply | None = None
                 error: str | None = None
                 dead_reason: str | None = None
+                self._set_turn(turn_index + 1)
                 try:
                     async with asyncio.timeout(self.turn_timeout) as deadline:
                         sent = guarded(
@@ -321,8 +367,12 @@ class CaseRunner:
                     error = _error_text(exc)
                     consecutive = 0
                 self._note_abandoned(f" of turn {turn_index + 1}")
+                missed = self._fixture_miss(turn_index)
+                if missed is not None:  # not in the fixtures: that is the turn's error
+                    error, consecutive, dead_reason = missed, 0, None
                 if error is not None:
                     self._record_error(turn_index, turn, error, t0)
+                    self._turn_done(turn_index)
                     if dead_reason is None and consecutive >= MAX_CONSECUTIVE_SESSION_ERRORS:
                         dead_reason = f"{consecutive} consecutive session errors"
                     if dead_reason is not None:
@@ -343,10 +393,12 @@ class CaseRunner:
                     self._record_error(
                         turn_index, turn, f"internal error while grading: {error_text(exc)}", t0
                     )
+                    self._turn_done(turn_index)
                     continue
                 finally:
                     self._note_abandoned(f" of turn {turn_index + 1}")
                 self.results.append(result)
+                self._turn_done(turn_index)
 
     @contextmanager
     def _turn_tracebacks(self, turn_index: int) -> Iterator[None]:
@@ -530,6 +582,7 @@ class CaseRunner:
 
     async def _grade_conversation(self) -> None:
         """Run the case's conversation-level checks once, after its last turn."""
+        self._set_turn(None)
         evaluations = [
             e
             for e in self.case.conversation_evaluations or []
@@ -679,6 +732,7 @@ def build_case_result(
         tool_invocations=turn.tool_invocations if turn else None,
         tools_matched=turn.tools_matched if turn else None,
         arg_match_details=turn.arg_match_details if turn else None,
+        replayed=turn.replayed if turn else None,
     )
 
 

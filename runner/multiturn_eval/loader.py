@@ -42,6 +42,7 @@ from .locate import Locator, validation_issues
 from .pricing import judge_provider
 from .reading import FILE_KINDS, file_problem, read_text
 from .secrets import is_secret_name, is_secret_value
+from .settings import fixtures_mode
 from .suite import (
     CodeEvaluation,
     Evaluation,
@@ -102,6 +103,28 @@ def unused_blocks(*, agent_called: bool, judges_called: bool) -> Callable[[Path_
     return unused
 
 
+def _written_mode(data: Any) -> Any:
+    """``execution.fixtures.mode`` as written in the suite (None: not there)."""
+    for key in ("execution", "fixtures", "mode"):
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _drop(data: Any, path: Path_) -> None:
+    """Remove the field at ``path`` (an API key left without its variable)."""
+    *parents, last = path
+    for key in parents:
+        data = data[key]
+    data.pop(last, None)
+
+
+def _key_field(path: Path_) -> bool:
+    """An API key: ``agent.api_key`` or any ``judge:`` block's ``api_key``."""
+    return path == ("agent", "api_key") or (len(path) >= 2 and path[-2:] == ("judge", "api_key"))
+
+
 def _substitute(
     value: Any,
     path: Path_,
@@ -110,15 +133,21 @@ def _substitute(
     issues: list[ConfigIssue],
     secrets: set[str],
     unused: Callable[[Path_], bool] | None = None,
+    unset_keys: list[Path_] | None = None,
+    keyless: bool = False,
 ) -> Any:
+    """``${VAR}`` replaced from ``env`` everywhere. ``keyless`` (fixtures replay and update):
+    an API key whose variable is unset is put in ``unset_keys`` (the loader drops it)."""
     if isinstance(value, dict):
         return {
-            k: _substitute(v, (*path, k), env, locator, issues, secrets, unused)
+            k: _substitute(
+                v, (*path, k), env, locator, issues, secrets, unused, unset_keys, keyless
+            )
             for k, v in value.items()
         }
     if isinstance(value, list):
         return [
-            _substitute(v, (*path, i), env, locator, issues, secrets, unused)
+            _substitute(v, (*path, i), env, locator, issues, secrets, unused, unset_keys, keyless)
             for i, v in enumerate(value)
         ]
     if not isinstance(value, str) or "$" not in value:
@@ -134,6 +163,9 @@ def _substitute(
         if name not in env:
             if unused is not None and unused(path):
                 return match.group(0)  # not used by this run: left as written
+            if keyless and unset_keys is not None and _key_field(path):
+                unset_keys.append(path)  # replayed calls need no key
+                return ""
             issues.append(locator.issue(path, f"environment variable {name} is not set"))
             return ""
         replacement = env[name]
@@ -160,7 +192,12 @@ def _read(path: Path, shown: str) -> str:
 
 
 def load_suite(
-    path: Path, env: Mapping[str, str], *, judges_called: bool = True, agent_called: bool = True
+    path: Path,
+    env: Mapping[str, str],
+    *,
+    judges_called: bool = True,
+    agent_called: bool = True,
+    fixtures: str | None = None,
 ) -> LoadedSuite:
     """Load and validate one suite file; raise ConfigError with all its problems.
 
@@ -169,6 +206,9 @@ def load_suite(
     recorded verdicts): an LLM judge's API key need not resolve, nor the
     variables of its ``judge:`` blocks. ``agent_called=False`` (``regrade``):
     the variables (``${VAR}``) of the ``agent:`` block need not be set (:func:`unused_blocks`).
+    ``fixtures``: the ``--fixtures`` mode given on the command line; when the suite's mode
+    (by the settings' precedence) is ``replay`` or ``update``, a judge's API key may be
+    missing (a replayed call needs none; an update without one says so on its misses).
     """
     shown = display_path(path)
     text = _read(path, shown)
@@ -191,9 +231,14 @@ def load_suite(
     issues: list[ConfigIssue] = []
     secrets: set[str] = set()
     unused = unused_blocks(agent_called=agent_called, judges_called=judges_called)
-    data = _substitute(doc.data, (), env, locator, issues, secrets, unused)
+    # replay and update answer from the fixtures: a key may be missing, ${VAR} of one too
+    keyless = fixtures_mode(fixtures, env, _written_mode(doc.data)) in ("replay", "update")
+    unset_keys: list[Path_] = []
+    data = _substitute(doc.data, (), env, locator, issues, secrets, unused, unset_keys, keyless)
     if issues:
         raise ConfigError(issues)
+    for key_path in unset_keys:  # an API key whose variable is unset: no key (the default's)
+        _drop(data, key_path)
     try:
         suite = Suite.model_validate(data)
     except ValidationError as exc:
@@ -210,7 +255,7 @@ def load_suite(
     add_import_paths([path.parent, Path.cwd()])
     issues.extend(_resolve(loaded, locator))
     if not issues:
-        issues.extend(_check_judges(loaded, locator, env, judges_called))
+        issues.extend(_check_judges(loaded, locator, env, judges_called, keyless=keyless))
     if issues:
         raise ConfigError(issues)
     return loaded
@@ -353,7 +398,12 @@ def _resolve(loaded: LoadedSuite, locator: Locator) -> list[ConfigIssue]:
 
 
 def _check_judges(
-    loaded: LoadedSuite, locator: Locator, env: Mapping[str, str], judges_called: bool = True
+    loaded: LoadedSuite,
+    locator: Locator,
+    env: Mapping[str, str],
+    judges_called: bool = True,
+    *,
+    keyless: bool = False,
 ) -> list[ConfigIssue]:
     """Every judge a turn (or a conversation) will call, after merging its levels.
 
@@ -387,7 +437,7 @@ def _check_judges(
             return
         done.add(marker)  # type: ignore[arg-type]
         try:
-            judge = resolve(merge_levels(*levels, evaluation.judge), env)
+            judge = resolve(merge_levels(*levels, evaluation.judge), env, keyless=keyless)
         except JudgeConfigProblem as exc:
             if exc.field == "judge.api_key" and not judges_called:
                 return  # a regrade reusing recorded verdicts calls no judge
@@ -526,6 +576,7 @@ def load_suites(
     *,
     judges_called: bool = True,
     agent_called: bool = True,
+    fixtures: str | None = None,
 ) -> list[LoadedSuite]:
     """Load every file; raise one ConfigError listing the problems of all of them."""
     loaded: list[LoadedSuite] = []
@@ -534,7 +585,13 @@ def load_suites(
         for path in paths:
             try:
                 loaded.append(
-                    load_suite(path, env, judges_called=judges_called, agent_called=agent_called)
+                    load_suite(
+                        path,
+                        env,
+                        judges_called=judges_called,
+                        agent_called=agent_called,
+                        fixtures=fixtures,
+                    )
                 )
             except ConfigError as exc:
                 errors.append(exc)

@@ -233,6 +233,9 @@ class Console:
             if not turn.passed and not turn.skipped:
                 for line in self._turn_lines(turn):
                     self.write(line)
+        if result.fixture is not None and result.fixture.misses:  # whole: the command is at the end
+            for miss in result.fixture.misses[:3]:
+                self.write(f"    ✗ {self.clip(miss, 1500)}")
         skipped = [t for t in turns if t.skipped]
         if skipped:
             reason = skipped[0].errors[0].removeprefix("skipped: ") if skipped[0].errors else ""
@@ -273,6 +276,8 @@ class Console:
         outcome = "passed" if s.failed == 0 and s.skipped == 0 and report.run.complete else "failed"
         summary = f"{', '.join(parts)} ({extra}) in {_seconds(report.run.duration_ms)}{state}"
         self.write(self._paint(outcome, summary))
+        if report.run.fixtures is not None:
+            self.write(self.clip(v.fixtures_line(report.run.fixtures), 600))
         self._write_comparisons(report)
         if self.verbosity >= 0 and written:
             self.write("reports: " + ", ".join(written.values()))

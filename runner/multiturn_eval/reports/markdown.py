@@ -113,6 +113,10 @@ class _Block:
     rows: list[_Row]
     conversation: list[str] = field(default_factory=list)
     """Failed conversation-level checks (conversation_evaluations, conversation_tools)."""
+    misses: list[str] = field(default_factory=list)
+    """Model calls not in the fixtures (``--fixtures``), each in full."""
+    rerecord: str = ""
+    """The command that re-records the case, when a call missed."""
 
 
 @dataclass
@@ -413,7 +417,23 @@ def _block(case: CaseResult, limits: _Limits) -> _Block:
             f"<b>{md_text(c.label, 60)}</b>: {md_text(c.text, limits.check)}"
             for c in v.conversation_checks(case)[: limits.checks]
         ],
+        **_misses(case, limits),
     )
+
+
+def _misses(case: CaseResult, limits: _Limits) -> dict[str, Any]:
+    """The block's fixture misses, whole (the first difference and the re-record command
+    are the point of them), the command once, as code."""
+    fixture = case.fixture
+    if fixture is None or not fixture.misses:
+        return {}
+    command = fixture.rerecord or ""
+    tail = f". Re-record this test case: {command}"
+    shown = []
+    for message in fixture.misses[: limits.checks]:
+        text = message.removeprefix("not in the fixtures: ")
+        shown.append(md_text(text.removesuffix(tail) if command else text, limits.check * 4))
+    return {"misses": shown, "rerecord": md_code(command, 600) if command else ""}
 
 
 def _compact_row(case: CaseResult) -> _CompactRow:
@@ -483,6 +503,11 @@ def _omitted_note(count: int, links: v.RunLinks | None) -> str:
     )
 
 
+def _fixtures_line(report: Report) -> str:
+    fixtures = report.run.fixtures
+    return f"🎞️ {md_text(v.fixtures_line(fixtures), 1200)}" if fixtures is not None else ""
+
+
 def _scope_notice(report: Report) -> str:
     """A shard's partial view, and a spend cap that kept test cases from starting."""
     parts = []
@@ -526,6 +551,7 @@ def render_markdown(report: Report) -> str:
             )
             if n
         ),
+        "fixtures": _fixtures_line(report),
         "regrade": render_regrade(report.regrade) if report.regrade is not None else "",
         "comparison": render_comparison(report.baseline) if report.baseline is not None else "",
         "blocks": [],

@@ -42,7 +42,7 @@ from .agents import (
     SemanticKernelAgent,
     ToolSpec,
 )
-from .blocks import ExecutionConfig, JudgeConfig, ModelPrice, RetryConfig
+from .blocks import ExecutionConfig, FixturesConfig, JudgeConfig, ModelPrice, RetryConfig
 from .cases import (
     CONVERSATION_KEYS,
     TURN_KEYS,
@@ -110,6 +110,7 @@ __all__ = [
     "ExpectedTool",
     "ExpectedToolItem",
     "FileRef",
+    "FixturesConfig",
     "FuzzyMatcher",
     "HttpAgent",
     "JudgeConfig",
