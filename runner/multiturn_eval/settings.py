@@ -27,6 +27,7 @@ unset, it is ``fixtures/`` next to the suite file (:func:`fixtures_root`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -267,8 +268,7 @@ def fixtures_root(settings: RunSettings, suite_dir: Path, start_dir: Path | None
     if given is None:
         return suite_dir / DEFAULT_FIXTURES_DIR
     path = Path(given).expanduser()
-    if path.is_absolute():
-        return path
-    if settings.sources.get("fixtures_dir") == "suite":
-        return suite_dir / path
-    return (start_dir or Path.cwd()) / path
+    if not path.is_absolute():
+        base = suite_dir if settings.sources.get("fixtures_dir") == "suite" else start_dir
+        path = (base or Path.cwd()) / path
+    return Path(os.path.normpath(path))  # evals/../recorded is recorded (symlinks kept)

@@ -356,6 +356,7 @@ class Action:
             **self.baseline_fields(inputs),
             shard=inputs.shard,
             max_cost=inputs.max_cost,
+            fixtures=inputs.fixtures,
         )
         config_error: ConfigError | None = None
         crash: BaseException | None = None

@@ -30,6 +30,9 @@ Decisions where action.yml leaves room:
   notice, never an error). ``fail-on`` is ``failures`` or ``regressions``
   (case-insensitive). ``fail-on-failure: false`` still turns exit 1 into a
   passing step whichever ``fail-on`` is.
+- ``fixtures`` is ``off``, ``replay``, ``record`` or ``update`` (any case); empty leaves it
+  to the suite's ``execution.fixtures.mode`` (else ``MULTITURN_EVAL_FIXTURES``, else off).
+  In replay the API key inputs may be empty: nothing is sent.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import InputError, InputProblem
-from ..settings import parse_cost, parse_positive_int
+from ..settings import parse_cost, parse_fixtures, parse_positive_int
 from ..sharding import ShardSpec, shard_spec
 
 CommentMode = Literal["auto", "always", "never"]
@@ -68,6 +71,7 @@ INPUTS: dict[str, str | None] = {
     "shard-index": "",
     "shard-total": "",
     "max-cost": "",
+    "fixtures": "",
     "reports": "",
     "allow-partial": "false",
 }
@@ -108,6 +112,8 @@ class ActionInputs:
     shard: ShardSpec | None = None
     """``shard-index`` (0-based) of ``shard-total``."""
     max_cost: float | None = None
+    fixtures: str | None = None
+    """``fixtures``: off, replay, record or update (empty: the suite's, else off)."""
     reports: list[str] = field(default_factory=list)
     """``mode: merge``: globs of shard report.json files, relative to the working directory."""
     allow_partial: bool = False
@@ -185,6 +191,13 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
             max_cost = parse_cost(cost_text)
         except ValueError as exc:
             problems.append(InputProblem("max-cost", f"{cost_text!r} {exc}"))
+    fixtures: str | None = None
+    fixtures_text = raw_input(env, "fixtures")
+    if fixtures_text:
+        try:
+            fixtures = parse_fixtures(fixtures_text)
+        except ValueError as exc:
+            problems.append(InputProblem("fixtures", f"{fixtures_text!r} {exc}"))
     partial_text = raw_input(env, "allow-partial") or "false"
     if partial_text not in _TRUE + _FALSE:
         problems.append(
@@ -270,6 +283,7 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
         mode=mode,  # type: ignore[arg-type]  # checked above
         shard=shard,
         max_cost=max_cost,
+        fixtures=fixtures,
         reports=reports,
         allow_partial=partial_text in _TRUE,
     )
