@@ -161,6 +161,8 @@ class RunOutcome:
     """CPU time of each phase: ``load`` (suites and backends), ``run``, ``reports``."""
     spend_notice: str | None = None
     """The one line saying the spend cap kept test cases from starting (None: it did not)."""
+    fixture_dirs: list[Path] = field(default_factory=list)
+    """The suites' fixture folders this run may have written (``--fixtures record/update``)."""
 
 
 #: the deepest field path whose YAML line a run still needs (a turn's files: 6)
@@ -873,4 +875,7 @@ def _finish(
         ),
         max_in_flight=state.max_in_flight,
         spend_notice=spend_notice,
+        fixture_dirs=[
+            f.directory for f in pipeline.fixtures.values() if f.mode in ("record", "update")
+        ],
     )
