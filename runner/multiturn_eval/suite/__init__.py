@@ -187,6 +187,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     AzureConfig,
     OpenAIAgent,
     ExecutionConfig,
+    FixturesConfig,
     ModelPrice,
     Suite,
 )
