@@ -25,7 +25,7 @@ from multiturn_eval.suite import ExecutionConfig
 from tests.cassettes import no_network
 from tests.conftest import Project
 from tests.fakes import anthropic_server as fa
-from tests.test_fixtures_runs import anthropic_env, echo_suite, lines
+from tests.test_fixtures_runs import anthropic_env, echo_suite, lines, record_echo
 
 FIXTURES = {"fixtures": {"mode": "record", "dir": "recorded"}}
 
@@ -125,11 +125,7 @@ def test_replay_needs_no_key_even_where_the_suite_names_its_variable(project: Pr
 
 def test_dry_run_under_replay_says_which_cases_have_a_fixture(project: Project) -> None:
     project.write("suite.yaml", echo_suite(1))
-    with fa.FakeAnthropic(fa.echo) as fake:
-        assert (
-            project.run("run", "suite.yaml", "--fixtures", "record", env=anthropic_env(fake)).code
-            == 0
-        )
+    record_echo(project)
     project.write("suite.yaml", echo_suite(2))
     with no_network():
         result = project.run("run", "suite.yaml", "--fixtures", "replay", "--dry-run", "-o", "dry")
@@ -167,11 +163,7 @@ def test_the_spend_cap_counts_live_calls_only(project: Project) -> None:
 
 def test_fixtures_check_is_0_when_clean_and_1_on_each_kind_of_finding(project: Project) -> None:
     project.write("suite.yaml", echo_suite(2))
-    with fa.FakeAnthropic(fa.echo) as fake:
-        assert (
-            project.run("run", "suite.yaml", "--fixtures", "record", env=anthropic_env(fake)).code
-            == 0
-        )
+    record_echo(project)
     clean = project.run("fixtures", "check", "suite.yaml")
     assert (clean.code, clean.out) == (
         0,

@@ -327,6 +327,17 @@ def anthropic_env(fake: fa.FakeAnthropic) -> dict[str, str]:
     return {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": fake.url}
 
 
+def record_echo(project: Project, *extra: str) -> CliResult:
+    """``run suite.yaml --fixtures record`` against a fresh (deterministic) echoing fake
+    Anthropic server; the run must pass."""
+    with fa.FakeAnthropic(fa.echo) as fake:
+        result = project.run(
+            "run", "suite.yaml", "--fixtures", "record", *extra, env=anthropic_env(fake)
+        )
+    assert result.code == 0, result.out + result.err
+    return result
+
+
 def test_eight_cases_recorded_concurrently_each_get_their_own_calls(project: Project) -> None:
     project.write("suite.yaml", echo_suite(12))
     with fa.FakeAnthropic(fa.echo) as fake:
@@ -349,11 +360,7 @@ def test_eight_cases_recorded_concurrently_each_get_their_own_calls(project: Pro
 
 def test_repeat_3_records_one_file_per_run_and_a_fourth_run_misses(project: Project) -> None:
     project.write("suite.yaml", echo_suite(1))
-    with fa.FakeAnthropic(fa.echo) as fake:
-        recorded = project.run(
-            "run", "suite.yaml", "--fixtures", "record", "--repeat", "3", env=anthropic_env(fake)
-        )
-        assert recorded.code == 0, recorded.out + recorded.err
+    record_echo(project, "--repeat", "3")
     folder = project.root / "fixtures" / "suite"
     assert sorted(p.name for p in folder.iterdir()) == [
         "case-0.jsonl",
@@ -386,11 +393,7 @@ def test_record_of_an_unchanged_conversation_rewrites_no_byte(project: Project) 
     folder = project.root / "fixtures" / "suite"
     before: dict[str, bytes] = {}
     for attempt in range(2):
-        with fa.FakeAnthropic(fa.echo) as fake:  # a fresh, deterministic server each time
-            result = project.run(
-                "run", "suite.yaml", "--fixtures", "record", env=anthropic_env(fake)
-            )
-            assert result.code == 0, result.out + result.err
+        result = record_echo(project)  # a fresh, deterministic server each time
         now = {p.name: p.read_bytes() for p in folder.iterdir()}
         if attempt == 0:
             before = now
@@ -442,11 +445,7 @@ def test_update_keeps_what_matches_adds_what_is_new_and_drops_what_is_gone(
 def test_update_without_a_key_says_a_key_is_needed_and_keeps_the_fixture(project: Project) -> None:
     project.write("suite.yaml", echo_suite(1))
     fixture = project.root / "fixtures" / "suite" / "case-0.jsonl"
-    with fa.FakeAnthropic(fa.echo) as fake:
-        assert (
-            project.run("run", "suite.yaml", "--fixtures", "record", env=anthropic_env(fake)).code
-            == 0
-        )
+    record_echo(project)
     before = fixture.read_bytes()
     project.write("suite.yaml", echo_suite(1).replace("again 0", "changed 0"))
     with no_network():
@@ -487,20 +486,16 @@ def test_a_fixture_that_would_hold_a_key_is_refused_and_the_other_cases_are_writ
 
 def test_a_damaged_fixture_is_exit_2_naming_file_and_line_before_any_call(project: Project) -> None:
     project.write("suite.yaml", echo_suite(2))
+    record_echo(project)
+    fixture = project.root / "fixtures" / "suite" / "case-1.jsonl"
+    entries = fixture.read_text().splitlines()
+    entries[2] = entries[2][:40]  # a hand edit cut the second call short
+    fixture.write_text("\n".join(entries) + "\n")
     with fa.FakeAnthropic(fa.echo) as fake:
-        assert (
-            project.run("run", "suite.yaml", "--fixtures", "record", env=anthropic_env(fake)).code
-            == 0
-        )
-        reached = len(fake.requests)
-        fixture = project.root / "fixtures" / "suite" / "case-1.jsonl"
-        entries = fixture.read_text().splitlines()
-        entries[2] = entries[2][:40]  # a hand edit cut the second call short
-        fixture.write_text("\n".join(entries) + "\n")
         result = project.run(
             "run", "suite.yaml", "--fixtures", "replay", "-o", "again", env=anthropic_env(fake)
         )
-        assert len(fake.requests) == reached  # no call at all, not even case 0's
+        assert fake.requests == []  # no call at all, not even case 0's
     assert result.code == 2
     assert "fixtures/suite/case-1.jsonl:3" in result.err
     assert not (project.root / "again").exists()  # a configuration error: no report at all

@@ -30,7 +30,7 @@ from multiturn_eval import cli
 from multiturn_eval.environment import RunEnvironment
 from multiturn_eval.run import RunOptions, run_suites
 from tests.cassettes import no_network
-from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, Message, Request, verdict
+from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, agreeable_judge
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = Path("examples/support/suite-judged.yaml")
@@ -42,18 +42,9 @@ SOURCE = (
 UPDATE = os.environ.get("UPDATE_FIXTURES") == "1"
 
 
-def agreeable(request: Request) -> Message:
-    """The fake judge: passes every rubric (5 of 5, 0.9 of 1), with a fixed reason."""
-    required = request.body["tools"][0]["input_schema"]["required"]
-    if required[0] == "verdict":
-        return verdict(verdict="pass", reason="Meets the rubric.")
-    schema = request.body["tools"][0]["input_schema"]["properties"]["score"]
-    return verdict(score=5 if "enum" in schema else 0.9, reason="Meets the rubric.")
-
-
 def record(root: Path, out: Path) -> Any:
     """``run --fixtures record`` of the judged suite against a fresh fake (deterministic)."""
-    with FakeAnthropic(agreeable) as fake:
+    with FakeAnthropic(agreeable_judge) as fake:
         outcome = run_suites(
             [SUITE],
             RunOptions(

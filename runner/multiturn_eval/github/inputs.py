@@ -38,15 +38,16 @@ Decisions where action.yml leaves room:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ..errors import InputError, InputProblem
 from ..settings import parse_cost, parse_fixtures, parse_positive_int
 from ..sharding import ShardSpec, shard_spec
 
+_T = TypeVar("_T")
 CommentMode = Literal["auto", "always", "never"]
 Mode = Literal["run", "merge"]
 
@@ -146,6 +147,24 @@ def _whole_number(env: Mapping[str, str], name: str, problems: list[InputProblem
         return None
 
 
+def _parsed(
+    env: Mapping[str, str],
+    name: str,
+    parse: Callable[[str], _T],
+    problems: list[InputProblem],
+) -> _T | None:
+    """Input ``name`` through the setting's own parser (None: not given, or a problem noted:
+    ``'abc' must be ...``)."""
+    text = raw_input(env, name)
+    if not text:
+        return None
+    try:
+        return parse(text)
+    except ValueError as exc:
+        problems.append(InputProblem(name, f"{text!r} {exc}"))
+        return None
+
+
 def _choice(
     env: Mapping[str, str], name: str, choices: tuple[str, ...], problems: list[InputProblem]
 ) -> str:
@@ -184,20 +203,8 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
             )
         )
     shard = _shard(raw_input(env, "shard-index"), raw_input(env, "shard-total"), problems)
-    max_cost: float | None = None
-    cost_text = raw_input(env, "max-cost")
-    if cost_text:
-        try:
-            max_cost = parse_cost(cost_text)
-        except ValueError as exc:
-            problems.append(InputProblem("max-cost", f"{cost_text!r} {exc}"))
-    fixtures: str | None = None
-    fixtures_text = raw_input(env, "fixtures")
-    if fixtures_text:
-        try:
-            fixtures = parse_fixtures(fixtures_text)
-        except ValueError as exc:
-            problems.append(InputProblem("fixtures", f"{fixtures_text!r} {exc}"))
+    max_cost = _parsed(env, "max-cost", parse_cost, problems)
+    fixtures = _parsed(env, "fixtures", parse_fixtures, problems)
     partial_text = raw_input(env, "allow-partial") or "false"
     if partial_text not in _TRUE + _FALSE:
         problems.append(
