@@ -2,7 +2,7 @@
 
 :class:`LoadedSuite` is a validated suite with everything resolved at load
 (instructions, imported graders, tools and factory, secrets, judge files, JSON
-Schemas); :class:`PlannedSuite` is one suite of a run with its settings and the
+Schemas, simulated users); :class:`PlannedSuite` is one suite of a run with its settings and the
 test cases selected. The backends, tools, graders, case runner, scheduler and
 reporters take them; only :mod:`multiturn_eval.loader` fills them in.
 
@@ -20,8 +20,51 @@ from pathlib import Path
 from typing import Any
 
 from .settings import RunSettings
-from .suite import CodeEvaluation, Evaluation, Suite, TestCase, Turn
+from .suite import CodeEvaluation, Evaluation, RetryConfig, Suite, TestCase, Turn
+from .suite.users import DEFAULT_MAX_TOKENS, SimulatorBackend, UserConfig
 from .yaml_source import YamlDocument
+
+
+@dataclass(frozen=True)
+class ResolvedSimulator:
+    """The simulator one test case uses, every default applied (SPEC 6.11)."""
+
+    backend: SimulatorBackend
+    model: str | None
+    """None for a python simulator."""
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    api_version: str | None = None
+    temperature: float | None = None
+    """As configured; None: the default rule (0, or none for a model that refuses one)."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    prompt_file: str | None = None
+    factory: str | None = None
+
+    @property
+    def endpoint(self) -> tuple[str, str | None, str, str | None] | None:
+        """(backend, base_url, api_key, api_version) of an LLM simulator (its client's key)."""
+        if self.backend == "python" or self.api_key is None:
+            return None
+        return (self.backend, self.base_url, self.api_key, self.api_version)
+
+
+@dataclass(frozen=True)
+class CaseSimulation:
+    """What one simulated test case needs at run time, checked at load
+    (:func:`multiturn_eval.simulation.config.check_case`)."""
+
+    user: UserConfig
+    simulator: ResolvedSimulator
+    require_goal: bool
+    fidelity: bool
+    factory: Callable[..., Any] | None = None
+    """The python simulator's factory, imported."""
+    template: str | None = None
+    """The ``prompt_file``'s text; None: the packaged template."""
+    digest: str = ""
+    """What decides the conversation, hashed (``Simulation.digest``: regrade's check)."""
 
 
 @dataclass
@@ -56,6 +99,8 @@ class LoadedSuite:
     (:func:`multiturn_eval.grading.response_checks.suite_validator`)."""
     given_dir: Path = Path()
     """The suite's directory as the command line gave it (relative paths stay relative)."""
+    simulations: dict[int, CaseSimulation] = field(default_factory=dict)
+    """test-case index -> its simulated user, resolved at load (cases with ``user:``)."""
 
     @property
     def name(self) -> str:
@@ -72,8 +117,11 @@ class LoadedSuite:
 
     @functools.cached_property
     def agent_mapping(self) -> dict[str, Any]:
-        """The ``agent:`` block as plain data for CaseContext.agent (without the API key)."""
-        return self.suite.agent.model_dump(mode="json", exclude={"api_key"})
+        """The ``agent:`` block as plain data for CaseContext.agent (without the API key, nor
+        the MCP servers' ``env`` and ``headers``: secrets, every value)."""
+        return self.suite.agent.model_dump(
+            mode="json", exclude={"api_key": True, "mcp_servers": {"__all__": {"env", "headers"}}}
+        )
 
     def case_name(self, index: int) -> str:
         return self.suite.test_cases[index].name or f"test_case_{index}"
@@ -85,6 +133,9 @@ class LoadedSuite:
         case = self.suite.test_cases[case_index]
         if case.is_legacy:
             return self.document.line_of(("test_cases", case_index, "input"))
+        if case.user is not None and turn_index >= len(case.turns or ()):
+            # a simulated turn (or the opening): the user: block wrote it
+            return self.document.line_of(("test_cases", case_index, "user"))
         return self.document.line_of(("test_cases", case_index, "turns", turn_index))
 
     def evaluations_for(self, case: TestCase, turn: Turn) -> list[Evaluation]:

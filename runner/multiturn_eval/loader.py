@@ -13,7 +13,10 @@ Order of work, all before any agent is called:
 3. validate with the pydantic models (:mod:`suite`);
 4. check what needs the file system or an import: ``instructions_file``,
    ``files``, tools, graders, the python factory; and that a ``numeric``
-   evaluation only meets numeric ground truths.
+   evaluation only meets numeric ground truths;
+5. check the MCP servers as far as can be done without starting one
+   (:func:`~multiturn_eval.tools.mcp_servers.check.load_problems`); every value
+   of their ``env`` and ``headers`` is a secret.
 
 Where a problem is and how it is worded: :mod:`.locate`; how files are read
 (bounded, never blocking): :mod:`.reading`; what the result holds:
@@ -43,6 +46,7 @@ from .pricing import judge_provider
 from .reading import FILE_KINDS, file_problem, read_text
 from .secrets import is_secret_name, is_secret_value
 from .settings import fixtures_mode
+from .simulation.record import USER_GOAL
 from .suite import (
     CodeEvaluation,
     Evaluation,
@@ -81,13 +85,22 @@ def _judge_block(path: Path_) -> bool:
 
 
 _EVALUATION_LISTS = ("evaluations", "conversation_evaluations")
+_MCP_SECRET = ("env", "headers")
+
+
+def _simulator_block(path: Path_) -> bool:
+    """Whether ``path`` lies inside ``user_simulator:`` or a test case's ``user.simulator``."""
+    return path[:1] == ("user_simulator",) or (
+        len(path) >= 4 and path[0] == "test_cases" and path[2:4] == ("user", "simulator")
+    )
 
 
 def unused_blocks(*, agent_called: bool, judges_called: bool) -> Callable[[Path_], bool] | None:
     """Which fields a run will not use, so that their variables (``${VAR}``) need not be set.
 
-    ``regrade`` calls no agent (the ``agent:`` block is not used) and, without
-    ``--rejudge``, no judge (the ``judge:`` blocks are not used). An unset
+    ``regrade`` calls no agent (the ``agent:`` block is not used), no simulated user
+    (``user_simulator:`` and ``user.simulator``: the recorded conversation is replayed)
+    and, without ``--rejudge``, no judge (the ``judge:`` blocks are not used). An unset
     variable there is left as written (``${OPENAI_API_KEY}``) instead of being
     an error; everything regrade does use (inputs, ground truths, evaluations,
     ``context``) must still resolve.
@@ -96,7 +109,7 @@ def unused_blocks(*, agent_called: bool, judges_called: bool) -> Callable[[Path_
         return None
 
     def unused(path: Path_) -> bool:
-        return (not agent_called and path[:1] == ("agent",)) or (
+        return (not agent_called and (path[:1] == ("agent",) or _simulator_block(path))) or (
             not judges_called and _judge_block(path)
         )
 
@@ -153,8 +166,12 @@ def _substitute(
     if not isinstance(value, str) or "$" not in value:
         return value
     secret_field = (
-        len(path) >= 2 and path[0] == "agent" and path[1] in ("api_key", "headers")
-    ) or (len(path) >= 2 and path[-1] == "api_key" and path[-2] == "judge")
+        (len(path) >= 2 and path[0] == "agent" and path[1] in ("api_key", "headers"))
+        or (len(path) >= 2 and path[-1] == "api_key" and path[-2] == "judge")
+        or (path[-1:] == ("api_key",) and _simulator_block(path))
+        # an MCP server's env and headers: every value (and so every variable in it) is secret
+        or (len(path) >= 5 and path[:2] == ("agent", "mcp_servers") and path[3] in _MCP_SECRET)
+    )
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -254,11 +271,58 @@ def load_suite(
     )
     add_import_paths([path.parent, Path.cwd()])
     issues.extend(_resolve(loaded, locator))
+    issues.extend(_check_simulations(loaded, locator, env, simulator_called=agent_called))
+    if agent_called:  # regrade starts no server
+        issues.extend(_check_mcp_servers(loaded, locator, env))
     if not issues:
-        issues.extend(_check_judges(loaded, locator, env, judges_called, keyless=keyless))
+        issues.extend(
+            _check_judges(loaded, locator, env, judges_called, agent_called, keyless=keyless)
+        )
     if issues:
         raise ConfigError(issues)
     return loaded
+
+
+def _check_simulations(
+    loaded: LoadedSuite, locator: Locator, env: Mapping[str, str], *, simulator_called: bool
+) -> list[ConfigIssue]:
+    """Every simulated test case (``user:``): its simulator merged and resolved, its factory
+    imported or its ``prompt_file`` read, its fidelity judge (:func:`~.simulation.check_case`).
+
+    ``simulator_called=False`` (regrade replays the recorded conversation): no API key is
+    needed, and the fidelity judge is checked with the other judges only under ``--rejudge``.
+    """
+    from .simulation import check_case
+
+    suite = loaded.suite
+    issues: list[ConfigIssue] = []
+    said: set[tuple[Path_, str]] = set()
+    for i, case in enumerate(suite.test_cases):
+        if case.user is None:
+            continue
+        plan, problems = check_case(
+            case.user,
+            suite.user_simulator,
+            case_path=("test_cases", i),
+            has_turns=case.turns is not None,
+            has_input=case.input is not None,
+            base_dir=loaded.base_dir,
+            env=env,
+            suite_judge=suite.judge,
+            case_judge=case.judge,
+            simulator_called=simulator_called,
+        )
+        for problem in problems:  # a problem of user_simulator: is said once, not per case
+            if (problem.path, problem.message) not in said:
+                said.add((problem.path, problem.message))
+                issues.append(locator.issue(problem.path, problem.message))
+        if plan is None:
+            continue
+        loaded.simulations[i] = plan
+        key = plan.simulator.api_key
+        if key is not None and is_secret_value(key):  # a key written into the suite too
+            loaded.secrets.add(key)
+    return issues
 
 
 def _resolve(loaded: LoadedSuite, locator: Locator) -> list[ConfigIssue]:
@@ -397,11 +461,35 @@ def _resolve(loaded: LoadedSuite, locator: Locator) -> list[ConfigIssue]:
     return issues
 
 
+def _check_mcp_servers(
+    loaded: LoadedSuite, locator: Locator, env: Mapping[str, str]
+) -> list[ConfigIssue]:
+    """The agent's MCP servers, checked without starting any; their secrets noted."""
+    agent = loaded.suite.agent
+    specs = getattr(agent, "mcp_servers", None)
+    if not specs:
+        return []
+    from .suite import server_configs
+    from .tools.mcp_servers import mcp_secrets
+    from .tools.mcp_servers.check import load_problems
+
+    loaded.secrets |= mcp_secrets(specs)
+    python_tools = {
+        spec.name or getattr(fn, "__name__", "")
+        for spec, fn in zip(agent.tools, loaded.tools, strict=False)
+    }
+    problems = load_problems(
+        server_configs(specs, loaded.base_dir), env=env, python_tools=python_tools
+    )
+    return [locator.issue(("agent", "mcp_servers", *where), why) for where, why in problems]
+
+
 def _check_judges(
     loaded: LoadedSuite,
     locator: Locator,
     env: Mapping[str, str],
     judges_called: bool = True,
+    agent_called: bool = True,
     *,
     keyless: bool = False,
 ) -> list[ConfigIssue]:
@@ -501,7 +589,60 @@ def _check_judges(
                     )
                 note = f" (for {format_path(turn_path)})" if level_path[0] == "evaluations" else ""
                 check(evaluation, (suite.judge, case.judge, turn.judge), (*level_path, j), note)
+        if case.user is None:
+            continue
+        # the simulated turns: the case's evaluations, else the suite's (judges that need a
+        # ground truth skip them, as every ground-truth check does)
+        if case.evaluations is not None:
+            level, level_path = case.evaluations, (*case_path, "evaluations")
+        else:
+            level, level_path = suite.evaluations, ("evaluations",)
+        note = f" (for the simulated turns of {format_path(case_path)})"
+        for j, evaluation in enumerate(level):
+            if isinstance(evaluation, JudgeEvaluation) and evaluation.use_ground_truth is not True:
+                check(evaluation, (suite.judge, case.judge, None), (*level_path, j), note)
+        plan = loaded.simulations.get(i)
+        if plan is not None and plan.fidelity and judges_called:
+            _fidelity_judge(loaded, i, env, add, reported=agent_called)
     return issues
+
+
+def _fidelity_judge(
+    loaded: LoadedSuite,
+    index: int,
+    env: Mapping[str, str],
+    add: Callable[[Path_, str], None],
+    *,
+    reported: bool,
+) -> None:
+    """The fidelity judge of a simulated case (``fidelity: true``): the suite's (and the
+    case's) ``judge:``; its client built before the run, its price checked by ``--max-cost``.
+
+    ``reported``: :func:`~.simulation.check_case` already said why it does not resolve (a
+    run); a regrade with ``--rejudge`` calls it without having checked it there.
+    """
+    case = loaded.suite.test_cases[index]
+    assert case.user is not None
+    try:
+        judge = resolve(merge_levels(loaded.suite.judge, case.judge), env)
+    except JudgeConfigProblem as exc:
+        if not reported:
+            where: Path_ = (
+                ("test_cases", index, "user", "fidelity")
+                if case.user.fidelity is not None
+                else ("user_simulator", "fidelity")
+            )
+            add(
+                where, f"fidelity: true judges each simulated message with the suite's judge: {exc}"
+            )
+        return
+    loaded.judge_endpoints.add((judge.backend, judge.base_url, judge.api_key, judge.api_version))
+    provider = judge_provider(judge.backend, judge.api_version)
+    loaded.judge_models.setdefault(
+        (judge.model, provider), ("test_cases", index, "user", "fidelity")
+    )
+    if is_secret_value(judge.api_key):
+        loaded.secrets.add(judge.api_key)
 
 
 def _read_schema(loaded: LoadedSuite, name: str) -> str | None:
@@ -542,11 +683,13 @@ def _conversation_name_issues(
     }
     if case.conversation_tools is not None:
         per_turn.add("conversation_tools")  # the metric name of conversation_tools
+    if case.user is not None:
+        per_turn.add(USER_GOAL)  # the simulated user's metric
     return [
         locator.issue(
             ("test_cases", index, "conversation_evaluations", j, "name"),
-            f"metric name '{e.metric_name}' is also a per-turn metric (or conversation_tools) "
-            "of this test case; "
+            f"metric name '{e.metric_name}' is also a per-turn metric (or conversation_tools"
+            f"{', user_goal' if case.user is not None else ''}) of this test case; "
             "give the conversation evaluation a distinct 'name:'",
         )
         for j, e in enumerate(case.conversation_evaluations)

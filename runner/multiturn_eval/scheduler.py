@@ -209,6 +209,7 @@ async def _run_suite(
                 planned.settings.turn_timeout,
                 settings=planned.settings,
                 cassette=fixtures.cassette(index, run + 1) if fixtures is not None else None,
+                run_index=run,
             )
             state.in_flight += 1
             state.max_in_flight = max(state.max_in_flight, state.in_flight)
