@@ -6,18 +6,21 @@ record and replay for the ``python`` backend (their own httpx clients, routed pe
   from ``OPENAI_API_KEY`` if set (a replayed call needs none).
 - :func:`streaming_agent`: a *sync* agent (its ``send`` runs on a thread) that streams a
   Chat Completions reply through a plain ``httpx.Client`` and joins the deltas.
+- :func:`http_customer`: a python *simulated user* that asks a model for each message
+  through a plain ``httpx.Client`` (recorded as the ``user`` side's calls).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 import openai
 
-from multiturn_eval import CaseContext
+from multiturn_eval import CaseContext, ConversationMessage, SimulatorContext, UserTurn
 
 
 class OpenAIAgent:
@@ -78,3 +81,33 @@ class StreamingAgent:
 
 def streaming_agent(ctx: CaseContext) -> StreamingAgent:
     return StreamingAgent(ctx)
+
+
+class HttpCustomer:
+    """A python simulated user that asks a model for each message itself, through ``httpx``
+    (``context: {base_url}``: an Anthropic Messages endpoint); it ends after two replies."""
+
+    def __init__(self, ctx: SimulatorContext) -> None:
+        self.base_url = str(ctx.context["base_url"])
+
+    def next_message(self, conversation: Sequence[ConversationMessage]) -> str | UserTurn:
+        replies = [m.text for m in conversation if m.role == "agent"]
+        if len(replies) >= 2:
+            return UserTurn(message=None, done=True, outcome="goal_met")
+        said = replies[-1] if replies else "hello"
+        with httpx.Client(base_url=self.base_url, timeout=10) as client:
+            response = client.post(
+                "/v1/messages",
+                headers={"anthropic-version": "2023-06-01"},
+                json={
+                    "model": "claude-haiku-4-5",
+                    "max_tokens": 64,
+                    "messages": [{"role": "user", "content": f"customer, after: {said}"}],
+                },
+            )
+            response.raise_for_status()
+            return str(response.json()["content"][0]["text"])
+
+
+def http_customer(ctx: SimulatorContext) -> HttpCustomer:
+    return HttpCustomer(ctx)

@@ -279,13 +279,19 @@ class CaseRunner:
         if self.cassette is not None and self.results:
             self.results[-1].replayed = self.cassette.turn_replayed(turn_index + 1)
 
+    def _user_left_recording(self, turn_index: int) -> str | None:
+        """Why the simulated user's calls for turn ``turn_index`` missed (None: they did not)."""
+        assert self.cassette is not None
+        misses = self.cassette.user_misses(turn_index + 1)
+        return misses[0].headline if misses else None
+
     def _fixture_miss(self, turn_index: int) -> str | None:
         """The turn's error when its agent left the recording (the first such miss), whatever
         the agent made of the refused request (a python agent may have swallowed the 404)."""
         if self.cassette is None:
             return None
         for miss in self.cassette.turn_misses(turn_index + 1):
-            if miss.side != "judge":  # a judge's miss is its metric's error
+            if miss.side == "agent":  # a judge's miss is its metric's error, a user's the case's
                 return miss.message
         return None
 
@@ -465,7 +471,10 @@ class CaseRunner:
             turn = Turn(input=outgoing.text)  # no ground truth: the case's evaluations apply
             self.turns.append(turn)
             self._sources[outgoing.turn_index] = outgoing.source
-            return await self.send_turn(session, outgoing.turn_index, turn, started)
+            try:
+                return await self.send_turn(session, outgoing.turn_index, turn, started)
+            finally:  # what follows a turn: the simulated user's calls (their own turn, see
+                self._set_turn(None)  # USER_TURN) or the fidelity judge's (the conversation's)
 
         info = CaseInfo(
             suite=self.loaded.display_path,
@@ -479,7 +488,10 @@ class CaseRunner:
             pricing=suite.pricing,
             suite_judge=suite.judge,
             case_judge=self.case.judge,
+            keyless=self.cassette is not None and self.cassette.mode in ("replay", "update"),
+            left_recording=self._user_left_recording if self.cassette is not None else None,
         )
+        self._set_turn(None)
         part = await run_simulation(plan, send, self._scripted, info)
         self._note_abandoned(" (the simulated user)")
         self.simulation = part.simulation
@@ -487,6 +499,9 @@ class CaseRunner:
         self._fidelity = (part.judge_usage, part.judge_cost)
         if part.simulation.outcome == "invalid_simulation":
             self.case_errors.append(f"invalid_simulation: {part.simulation.reason}")
+        if part.simulation.outcome == "diverged" and self.cassette is not None:
+            first = self.cassette.user_misses()  # the fixture's miss, in full, is the error
+            self.case_errors.append(first[0].message if first else part.simulation.reason or "")
         if part.fatal is not None:
             self._skip_rest("the run stopped")
             raise FatalRunError(self._finish(started), _error_text(part.fatal)) from part.fatal

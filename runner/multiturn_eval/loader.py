@@ -134,8 +134,11 @@ def _drop(data: Any, path: Path_) -> None:
 
 
 def _key_field(path: Path_) -> bool:
-    """An API key: ``agent.api_key`` or any ``judge:`` block's ``api_key``."""
-    return path == ("agent", "api_key") or (len(path) >= 2 and path[-2:] == ("judge", "api_key"))
+    """An API key: ``agent.api_key``, any ``judge:`` block's, a simulated user's
+    (``user_simulator.api_key``, a test case's ``user.simulator.api_key``)."""
+    return path in (("agent", "api_key"), ("user_simulator", "api_key")) or (
+        len(path) >= 2 and path[-2:] in (("judge", "api_key"), ("simulator", "api_key"))
+    )
 
 
 def _substitute(
@@ -271,7 +274,9 @@ def load_suite(
     )
     add_import_paths([path.parent, Path.cwd()])
     issues.extend(_resolve(loaded, locator))
-    issues.extend(_check_simulations(loaded, locator, env, simulator_called=agent_called))
+    issues.extend(
+        _check_simulations(loaded, locator, env, simulator_called=agent_called, keyless=keyless)
+    )
     if agent_called:  # regrade starts no server
         issues.extend(_check_mcp_servers(loaded, locator, env))
     if not issues:
@@ -284,13 +289,20 @@ def load_suite(
 
 
 def _check_simulations(
-    loaded: LoadedSuite, locator: Locator, env: Mapping[str, str], *, simulator_called: bool
+    loaded: LoadedSuite,
+    locator: Locator,
+    env: Mapping[str, str],
+    *,
+    simulator_called: bool,
+    keyless: bool = False,
 ) -> list[ConfigIssue]:
     """Every simulated test case (``user:``): its simulator merged and resolved, its factory
     imported or its ``prompt_file`` read, its fidelity judge (:func:`~.simulation.check_case`).
 
     ``simulator_called=False`` (regrade replays the recorded conversation): no API key is
     needed, and the fidelity judge is checked with the other judges only under ``--rejudge``.
+    ``keyless`` (fixtures replay and update): the fixtures answer the simulator's and the
+    fidelity judge's calls, so a missing API key is not a problem.
     """
     from .simulation import check_case
 
@@ -311,6 +323,7 @@ def _check_simulations(
             suite_judge=suite.judge,
             case_judge=case.judge,
             simulator_called=simulator_called,
+            keyless=keyless,
         )
         for problem in problems:  # a problem of user_simulator: is said once, not per case
             if (problem.path, problem.message) not in said:
@@ -603,7 +616,7 @@ def _check_judges(
                 check(evaluation, (suite.judge, case.judge, None), (*level_path, j), note)
         plan = loaded.simulations.get(i)
         if plan is not None and plan.fidelity and judges_called:
-            _fidelity_judge(loaded, i, env, add, reported=agent_called)
+            _fidelity_judge(loaded, i, env, add, reported=agent_called, keyless=keyless)
     return issues
 
 
@@ -614,6 +627,7 @@ def _fidelity_judge(
     add: Callable[[Path_, str], None],
     *,
     reported: bool,
+    keyless: bool = False,
 ) -> None:
     """The fidelity judge of a simulated case (``fidelity: true``): the suite's (and the
     case's) ``judge:``; its client built before the run, its price checked by ``--max-cost``.
@@ -624,7 +638,7 @@ def _fidelity_judge(
     case = loaded.suite.test_cases[index]
     assert case.user is not None
     try:
-        judge = resolve(merge_levels(loaded.suite.judge, case.judge), env)
+        judge = resolve(merge_levels(loaded.suite.judge, case.judge), env, keyless=keyless)
     except JudgeConfigProblem as exc:
         if not reported:
             where: Path_ = (

@@ -39,7 +39,13 @@ class _Model(BaseModel):
 # ------------------------------------------------------------------ simulated users
 
 SimulationOutcome = Literal[
-    "goal_met", "gave_up", "out_of_scope", "max_turns", "invalid_simulation", "agent_error"
+    "goal_met",
+    "gave_up",
+    "out_of_scope",
+    "max_turns",
+    "invalid_simulation",
+    "agent_error",
+    "diverged",
 ]
 """How a simulated conversation ended (see :mod:`multiturn_eval.simulation.record`)."""
 Source = Literal["scripted", "simulated"]

@@ -578,14 +578,15 @@ class _Pipeline:
         backends = [make(p.loaded, p.settings) for p in plan]  # missing SDK: exit 2
         endpoints = {e for p in plan for e in p.loaded.judge_endpoints}
         modes = {p.settings.fixtures for p in plan}
+        # replay refuses a judge's or simulated user's call made outside any test case only
+        # when no suite calls live
+        outside: FixturesMode = (
+            "off" if modes == {"off"} else "replay" if modes == {"replay"} else "record"
+        )
         if endpoints or modes != {"off"}:  # the judges' clients (and SDKs) are built now
             from .grading.judges.service import JudgeService
 
-            # replay refuses a judge call made outside any test case only when no suite calls live
-            judged: FixturesMode = (
-                "off" if modes == {"off"} else "replay" if modes == {"replay"} else "record"
-            )
-            self.judges = JudgeService(timeout=self.run_settings.turn_timeout, fixtures=judged)
+            self.judges = JudgeService(timeout=self.run_settings.turn_timeout, fixtures=outside)
             self.judges.prepare(endpoints)
         users = {
             endpoint
@@ -596,7 +597,9 @@ class _Pipeline:
         if users and self.options.agent_called:  # a regrade never calls a simulated user
             from .simulation.calls import SimulatorService
 
-            self.simulators = SimulatorService(timeout=self.run_settings.turn_timeout)
+            self.simulators = SimulatorService(
+                timeout=self.run_settings.turn_timeout, fixtures=outside
+            )
             self.simulators.prepare(users)
         secrets: set[str] = set()
         for planned, backend in zip(plan, backends, strict=True):

@@ -231,8 +231,9 @@ class Console:
             self.write(f"    {self.clip(simulated, 300)}")
         turns = result.all_turns()
         turn_errors = {e for t in turns for e in t.errors}
+        misses = result.fixture.misses if result.fixture is not None else []
         for error in result.errors:
-            if error not in turn_errors:
+            if error not in turn_errors and error not in misses:  # a miss is shown whole below
                 self.write(f"    ✗ {self.clip(error, 300)}")
         if result.turns is not None:  # a legacy case's tracebacks are its turn's, shown below
             for line in self._traceback_lines(result.tracebacks, "    "):
@@ -243,8 +244,8 @@ class Console:
             if not turn.passed and not turn.skipped:
                 for line in self._turn_lines(turn):
                     self.write(line)
-        if result.fixture is not None and result.fixture.misses:  # whole: the command is at the end
-            for miss in result.fixture.misses[:3]:
+        if misses:  # whole: the command is at the end
+            for miss in misses[:3]:
                 self.write(f"    ✗ {self.clip(miss, 1500)}")
         skipped = [t for t in turns if t.skipped]
         if skipped:

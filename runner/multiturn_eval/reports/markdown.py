@@ -470,7 +470,11 @@ def _block(case: CaseResult, limits: _Limits) -> _Block:
         where=_where(case),
         stats=stats,
         # case-level errors (a session that never opened); turn errors are in the table
-        errors=[md_text(e, limits.check) for e in case.errors if e not in turn_errors][:3],
+        errors=[
+            md_text(e, limits.check)
+            for e in case.errors
+            if e not in turn_errors and (case.fixture is None or e not in case.fixture.misses)
+        ][:3],  # a fixture miss is shown whole, with its re-record command, below
         rows=[] if case.simulation is not None else _rows(case, limits),
         simulation=_simulation_text(case, limits),
         chat=_chat(case, limits),
