@@ -1109,6 +1109,67 @@ def fork(h: Harness) -> None:
     )
 
 
+EXAMPLES = ROOT / "examples"
+
+
+def fixtures_pr(h: Harness) -> None:
+    """A judged suite replayed from its committed fixtures, with no secret in the workflow:
+    on a pull request from the repository and on one from a fork."""
+    workflow = act_workflow(h.workflows["fixtures-pr"])
+    files: dict[str, Path | str] = {
+        "examples/__init__.py": EXAMPLES / "__init__.py",
+        "examples/support": EXAMPLES / "support",
+        "evals/suite-judged.yaml": EXAMPLES / "support" / "suite-judged.yaml",
+        "evals/fixtures/suite-judged": EXAMPLES / "support" / "fixtures" / "suite-judged",
+    }
+    _fixtures_pr_run(h, h.repo(files, {"evals.yml": workflow}), "pull_request", 5001)
+    _fixtures_pr_run(h, h.repo(files, {"evals.yml": workflow}), "pull_request_fork", 5002)
+
+
+def _fixtures_pr_run(h: Harness, repo: Path, event_name: str, run_id: int) -> None:
+    ok = h.checks
+    fork = event_name == "pull_request_fork"
+    label = "fixtures-pr/fork" if fork else "fixtures-pr"
+    event = _event(event_name)
+    number = event["pull_request"]["number"]
+    before = [c["id"] for c in h.fake.issue_comments(REPO, number)]
+    run = h.run(label.replace("/", "-"), repo, "pull_request", event, "evals.yml", run_id)
+    job, step = "evals", "evals"
+    outputs = run.outputs(job, step)
+    ok(
+        label,
+        run.exit_code(job, step) in (0, None)
+        and run.job_result(job) == "success"
+        and (outputs.get("total"), outputs.get("passed")) == ("2", "2"),
+        f"the judged suite passes from its fixtures, with no key: {outputs}",
+        lambda: run.tail(job),
+    )
+    report = _zip_member(h.artifact(run_id, "multiturn-eval-report"), "report.json")
+    fixtures = json.loads(report)["run"].get("fixtures", {}) if report else {}
+    ok(
+        label,
+        (fixtures.get("mode"), fixtures.get("replayed"), fixtures.get("missed"))
+        == ("replay", 4, 0),
+        f"every judge call replayed, none missed: {fixtures}",
+    )
+    summary = run.summary(job, step)
+    ok(
+        label,
+        "Replayed from fixtures recorded on" in summary and ANTHROPIC_KEY not in run.text,
+        "the step summary says the calls were replayed; no key in the log",
+        lambda: summary[:600],
+    )
+    new = [c for c in h.fake.issue_comments(REPO, number) if c["id"] not in before]
+    if fork:
+        ok(label, not new, "a fork's PR: no comment (a read-only token), the step still passes")
+    else:
+        ok(
+            label,
+            any("Replayed from fixtures recorded on" in c["body"] for c in new),
+            "the PR comment says so too",
+        )
+
+
 # Every marked workflow is run by one of these (tests/test_docs_workflows.py checks it).
 SCENARIOS: dict[str, Scenario] = {
     "quick-pr": quick_pr,
@@ -1116,9 +1177,17 @@ SCENARIOS: dict[str, Scenario] = {
     "sharded": sharded,
     "fork-pr": fork,
     "fork-comment": fork,
+    "fixtures-pr": fixtures_pr,
 }
-# Marked workflows act cannot run, with the reason: none.
-NOT_RUN: dict[str, str] = {}
+# Marked workflows act cannot run, with the reason.
+NOT_RUN: dict[str, str] = {
+    "fixtures-refresh": (
+        "it records live (fixtures: update calls the model with a real API key, which CI has "
+        "not), then pushes a branch to github.com and opens a pull request there; its parts "
+        "are tested on their own: update (tests/test_fixtures_runs.py), the Action's fixtures "
+        "input (tests/test_action_entrypoint.py), zizmor audits the workflow"
+    ),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -135,3 +136,19 @@ def no_network() -> Iterator[list[Any]]:
     finally:
         socket.socket.connect = original  # type: ignore[method-assign]
         socket.socket.connect_ex = original_ex  # type: ignore[method-assign]
+
+
+def openai_sse(words: list[str]) -> bytes:
+    """A Chat Completions stream of ``words`` as the API sends it (server-sent events)."""
+    chunks = [
+        {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-test",
+            "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}],
+        }
+        for w in words
+    ]
+    chunks[-1]["choices"][0]["finish_reason"] = "stop"
+    return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()

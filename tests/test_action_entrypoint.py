@@ -285,6 +285,32 @@ def test_passing_suite_exits_0_and_writes_every_output(runner: Runner, github: F
     assert len(comments(github)) == 1
 
 
+def test_a_judged_suite_replays_its_fixtures_with_no_key(
+    runner: Runner, github: FakeGitHub
+) -> None:
+    """``fixtures: replay`` and no API key input: what a fork's pull request can run."""
+    examples = runner.workspace / "examples"
+    shutil.copytree(
+        ROOT / "examples" / "support",
+        examples / "support",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    shutil.copy(ROOT / "examples" / "__init__.py", examples / "__init__.py")
+    step = runner.run(
+        {"suite": "examples/support/suite-judged.yaml", "fixtures": "replay"},
+        env={"ANTHROPIC_API_KEY": ""},
+    )
+    assert step.code == 0, step.log
+    assert (step.outputs["total"], step.outputs["passed"]) == ("2", "2")
+    report = json.loads((step.workspace / step.outputs["json-report"]).read_text())
+    assert (report["run"]["fixtures"]["mode"], report["run"]["fixtures"]["replayed"]) == (
+        "replay",
+        4,
+    )
+    assert "Replayed from fixtures recorded on" in step.summary
+    assert "Replayed from fixtures recorded on" in comments(github)[0]["body"]
+
+
 def test_broken_suite_exits_2_with_an_annotation_at_the_bad_line(
     runner: Runner, github: FakeGitHub, tmp_path: Path
 ) -> None:

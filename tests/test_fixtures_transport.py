@@ -31,7 +31,7 @@ from multiturn_eval.fixtures import (
 from multiturn_eval.fixtures.canonical import Body
 from multiturn_eval.fixtures.cassette import Cassette, Live, Mode
 from multiturn_eval.fixtures.format import RecordedResponse
-from tests.cassettes import no_network, suite_fixtures
+from tests.cassettes import no_network, openai_sse, suite_fixtures
 from tests.fakes._server import Drop, FakeServer, Request, Response, Slow
 from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, echo, overloaded, text
 from tests.fakes.openai_server import API_KEY as OPENAI_KEY
@@ -238,21 +238,6 @@ def test_an_sse_stream_is_recorded_and_replayed_event_by_event(tmp_path: Path) -
         len(chunks) == len(stored) == 6 + len(words)
     )  # one event per chunk (the comment is dropped)
     assert all(chunk.endswith(b"\n\n") and chunk.count(b"\n\n") == 1 for chunk in chunks)
-
-
-def openai_sse(words: list[str]) -> bytes:
-    chunks = [
-        {
-            "id": "c1",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": "gpt-test",
-            "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}],
-        }
-        for w in words
-    ]
-    chunks[-1]["choices"][0]["finish_reason"] = "stop"
-    return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
 
 
 def test_the_sync_openai_sdk_streams_through_the_sync_httpx2_transport(tmp_path: Path) -> None:

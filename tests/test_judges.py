@@ -29,6 +29,7 @@ from tests.fakes.anthropic_server import (
     Slow,
     ToolUse,
     Usage,
+    agreeable_judge,
     rate_limited,
     server_error,
     text,
@@ -975,14 +976,7 @@ def test_the_judged_support_example_runs_against_the_fake(
     repo = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(repo)
 
-    def agreeable(request: Request) -> Message:
-        required = request.body["tools"][0]["input_schema"]["required"]
-        if required[0] == "verdict":
-            return verdict(verdict="pass", reason="Meets the rubric.")
-        schema = request.body["tools"][0]["input_schema"]["properties"]["score"]
-        return verdict(score=5 if "enum" in schema else 0.9, reason="Meets the rubric.")
-
-    fake.responder = agreeable
+    fake.responder = agreeable_judge
     out = tmp_path / "out"
     env = {"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake.url}
     code = cli.main(

@@ -380,6 +380,11 @@ def test_an_agent_that_says_end_the_conversation_stays_inside_the_fence(
 # ------------------------------------------------------------------------ fidelity
 
 
+def reviewed(request: Request) -> str:
+    """The step a fidelity request asks about (its prompt after the step's DATA marker)."""
+    return prompt_of(request).split("the simulated user's step, to be reviewed", 1)[-1]
+
+
 def judge_top(flavor: Flavor) -> str:
     return f"judge: {{backend: {flavor.name}, model: {MODELS[flavor.name]}}}"
 
@@ -392,10 +397,14 @@ def test_the_fidelity_judge_marks_a_run_invalid(sim: Project, flavor: Flavor, fa
                 turn(flavor, "my card ends 4242"),
                 turn(flavor, None, True, "goal_met", "refunded"),
             ],
+            # the steps are judged side by side: the verdict follows the step under review,
+            # not the order the requests arrive in
             "record_fidelity": [
-                fidelity(flavor, True),
-                fidelity(flavor, False, "it gave the card digits it does not know"),
-                fidelity(flavor, True),
+                lambda request: (
+                    fidelity(flavor, False, "it gave the card digits it does not know")
+                    if "4242" in reviewed(request)
+                    else fidelity(flavor, True)
+                )
             ],
         }
     )

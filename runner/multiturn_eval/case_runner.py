@@ -76,6 +76,7 @@ from .usercode import Tracebacks, collect_tracebacks, error_text, guarded, watch
 
 if TYPE_CHECKING:
     from .backends.base import Backend, Session
+    from .fixtures.cassette import Cassette
     from .grading.judges import ConversationJudging, JudgeResult
     from .loaded import LoadedSuite
     from .settings import RunSettings
@@ -190,9 +191,12 @@ class CaseRunner:
         turn_timeout: float,
         *,
         settings: RunSettings | None = None,
+        cassette: Cassette | None = None,
         run_index: int = 0,
     ) -> None:
         self.loaded = loaded
+        self.cassette = cassette
+        """This run's fixture (``--fixtures``; None: off): current while the case runs."""
         self.index = index
         self.run_index = run_index
         """Which run of the test case this is (``--repeat``: 0..K-1; a simulated user's seed)."""
@@ -227,10 +231,30 @@ class CaseRunner:
         self._abandoned: list[str] = []
         self._raised = Tracebacks()
         """Where user code raised outside a turn (each turn collects its own)."""
+        self._runner_failed = False
 
     # -------------------------------------------------------------------------- run
 
     async def run(self) -> CaseResult:
+        if self.cassette is None:
+            return await self._guarded_run()
+        from .fixtures.cassette import use_cassette
+        from .fixtures.outcome import with_fixture
+
+        # every model call of the case (agent, judges, simulated user, a python agent's own
+        # httpx) finds this case's fixture through the context, threads included
+        with use_cassette(self.cassette):
+            try:
+                result = await self._guarded_run()
+            except FatalRunError as exc:
+                exc.result = with_fixture(exc.result, self.cassette, completed=False)
+                raise
+            except BaseException:
+                self.cassette.finish(completed=False)  # interrupted: the fixture stays as it was
+                raise
+        return with_fixture(result, self.cassette, completed=not self._runner_failed)
+
+    async def _guarded_run(self) -> CaseResult:
         started = self._started = time.perf_counter()
         with watch_abandoned() as abandoned, collect_tracebacks() as raised:
             self._abandoned = abandoned
@@ -240,9 +264,36 @@ class CaseRunner:
             except (FatalRunError, asyncio.CancelledError):
                 raise
             except Exception as exc:  # a bug in the runner: this case fails, the run goes on
+                self._runner_failed = True
                 self.case_errors.append(f"internal error: {error_text(exc)}")
                 self._skip_rest("the runner failed on this test case")
                 return self._finish(started)
+
+    def _set_turn(self, turn: int | None) -> None:
+        """The turn whose model calls come next (1-based; None: the conversation checks)."""
+        if self.cassette is not None:
+            self.cassette.set_turn(turn)
+
+    def _turn_done(self, turn_index: int) -> None:
+        """The last result is that turn's: say whether its calls came from the fixture."""
+        if self.cassette is not None and self.results:
+            self.results[-1].replayed = self.cassette.turn_replayed(turn_index + 1)
+
+    def _user_left_recording(self, turn_index: int) -> str | None:
+        """Why the simulated user's calls for turn ``turn_index`` missed (None: they did not)."""
+        assert self.cassette is not None
+        misses = self.cassette.user_misses(turn_index + 1)
+        return misses[0].headline if misses else None
+
+    def _fixture_miss(self, turn_index: int) -> str | None:
+        """The turn's error when its agent left the recording (the first such miss), whatever
+        the agent made of the refused request (a python agent may have swallowed the 404)."""
+        if self.cassette is None:
+            return None
+        for miss in self.cassette.turn_misses(turn_index + 1):
+            if miss.side == "agent":  # a judge's miss is its metric's error, a user's the case's
+                return miss.message
+        return None
 
     async def _run(self, started: float) -> CaseResult:
         ctx = case_context(self.loaded, self.index)
@@ -352,6 +403,7 @@ class CaseRunner:
             reply: TurnReply | None = None
             error: str | None = None
             session_error = dead = False
+            self._set_turn(turn_index + 1)
             try:
                 async with asyncio.timeout(self.turn_timeout) as deadline:
                     sent = guarded(
@@ -377,10 +429,14 @@ class CaseRunner:
                     error = _error_text(exc)
             except Exception as exc:  # the agent's own failure (UserCodeAbort too): this turn only
                 error = _error_text(exc)
-            self._consecutive = self._consecutive + 1 if session_error else 0
             self._note_abandoned(f" of turn {turn_index + 1}")
+            missed = self._fixture_miss(turn_index)
+            if missed is not None:  # not in the fixtures: that is the turn's error
+                error, session_error, dead = missed, False, False
+            self._consecutive = self._consecutive + 1 if session_error else 0
             if error is not None:
                 self._record_error(turn_index, turn, error, t0)
+                self._turn_done(turn_index)
                 return AgentAnswer(
                     None, error=error, session_error=session_error, session_dead=dead
                 )
@@ -400,6 +456,7 @@ class CaseRunner:
                 self.results.append(result)
             finally:
                 self._note_abandoned(f" of turn {turn_index + 1}")
+            self._turn_done(turn_index)
             return AgentAnswer(reply.response, tuple(reply.tool_invocations))
 
     async def _simulate(self, session: Session, started: float) -> None:
@@ -414,7 +471,10 @@ class CaseRunner:
             turn = Turn(input=outgoing.text)  # no ground truth: the case's evaluations apply
             self.turns.append(turn)
             self._sources[outgoing.turn_index] = outgoing.source
-            return await self.send_turn(session, outgoing.turn_index, turn, started)
+            try:
+                return await self.send_turn(session, outgoing.turn_index, turn, started)
+            finally:  # what follows a turn: the simulated user's calls (their own turn, see
+                self._set_turn(None)  # USER_TURN) or the fidelity judge's (the conversation's)
 
         info = CaseInfo(
             suite=self.loaded.display_path,
@@ -428,7 +488,10 @@ class CaseRunner:
             pricing=suite.pricing,
             suite_judge=suite.judge,
             case_judge=self.case.judge,
+            keyless=self.cassette is not None and self.cassette.mode in ("replay", "update"),
+            left_recording=self._user_left_recording if self.cassette is not None else None,
         )
+        self._set_turn(None)
         part = await run_simulation(plan, send, self._scripted, info)
         self._note_abandoned(" (the simulated user)")
         self.simulation = part.simulation
@@ -436,6 +499,9 @@ class CaseRunner:
         self._fidelity = (part.judge_usage, part.judge_cost)
         if part.simulation.outcome == "invalid_simulation":
             self.case_errors.append(f"invalid_simulation: {part.simulation.reason}")
+        if part.simulation.outcome == "diverged" and self.cassette is not None:
+            first = self.cassette.user_misses()  # the fixture's miss, in full, is the error
+            self.case_errors.append(first[0].message if first else part.simulation.reason or "")
         if part.fatal is not None:
             self._skip_rest("the run stopped")
             raise FatalRunError(self._finish(started), _error_text(part.fatal)) from part.fatal
@@ -631,6 +697,7 @@ class CaseRunner:
 
     async def _grade_conversation(self) -> None:
         """Run the case's conversation-level checks once, after its last turn."""
+        self._set_turn(None)
         evaluations = [
             e
             for e in self.case.conversation_evaluations or []
@@ -799,6 +866,7 @@ def build_case_result(
         tool_invocations=turn.tool_invocations if turn else None,
         tools_matched=turn.tools_matched if turn else None,
         arg_match_details=turn.arg_match_details if turn else None,
+        replayed=turn.replayed if turn else None,
     )
 
 

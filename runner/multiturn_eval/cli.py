@@ -71,7 +71,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> _Parser:
-    from .settings import parse_cost, parse_formats, parse_positive_float, parse_positive_int
+    from .fixtures_command import parse_age
+    from .settings import (
+        parse_cost,
+        parse_dir,
+        parse_fixtures,
+        parse_formats,
+        parse_positive_float,
+        parse_positive_int,
+    )
     from .sharding import parse_shard
 
     def typed(parse: Any) -> Any:
@@ -89,6 +97,12 @@ def build_parser() -> _Parser:
         "type": typed(parse_formats),
         "metavar": "LIST",
         "help": "comma-separated: json,junit,markdown,html (default all)",
+    }
+    fixtures_dir: dict[str, Any] = {
+        "type": typed(parse_dir),
+        "metavar": "DIR",
+        "help": "the fixtures root, one folder per suite (DIR/<suite file stem>/), relative "
+        "to the current directory (default: fixtures/ next to each suite file)",
     }
     grader_timeout: dict[str, Any] = {
         "type": typed(parse_positive_float),
@@ -183,8 +197,18 @@ def build_parser() -> _Parser:
     run.add_argument(
         "--dry-run",
         action="store_true",
-        help="print what would run (cases, turns, model calls, spend bound); call nothing",
+        help="print what would run (cases, turns, model calls, spend bound, the fixtures "
+        "each case has); call nothing",
     )
+    run.add_argument(
+        "--fixtures",
+        type=typed(parse_fixtures),
+        metavar="MODE",
+        help="recorded model traffic: off (default), replay (answer every model call from "
+        "the fixtures: no API key, nothing sent), record (call live, rewrite the selected "
+        "cases' fixtures), update (replay what matches, record the rest)",
+    )
+    run.add_argument("--fixtures-dir", **fixtures_dir)
     verbosity = run.add_mutually_exclusive_group()
     verbosity.add_argument(
         "-q", "--quiet", action="store_true", help="only failures and the summary"
@@ -252,6 +276,31 @@ def build_parser() -> _Parser:
         help="also start each MCP server (agent.mcp_servers), list its tools and check the "
         "allow-lists and the suite's expected, forbidden and conversation tool names against "
         "them; no model is called (without --mcp nothing is started)",
+    )
+
+    fixtures = sub.add_parser("fixtures", help="recorded model traffic: check the fixtures")
+    fixtures_sub = fixtures.add_subparsers(dest="fixtures_command", required=True)
+    check = fixtures_sub.add_parser(
+        "check",
+        help="what is wrong with the suites' fixtures (no model call): exit 1 on any finding",
+        description="Fixtures of test cases that no longer exist, test cases without "
+        "fixtures, fixtures recorded for another name, recordings older than --max-age, "
+        "models that differ from the suite's, damaged files. No model is called. Exit 0 when "
+        "clean, 1 on any finding, 2 on a usage or configuration error.",
+    )
+    check.add_argument("suites", nargs="+", metavar="SUITE", help="suite files (globs allowed)")
+    check.add_argument("--fixtures-dir", **fixtures_dir)
+    check.add_argument(
+        "--max-age",
+        type=typed(parse_age),
+        metavar="AGE",
+        help="a recording older than this is a finding: 30d, 12h, 2w (a bare number: days)",
+    )
+    check.add_argument(
+        "--repeat",
+        type=typed(parse_positive_int),
+        metavar="K",
+        help="runs each test case should have fixtures for (default: the suite's repeat)",
     )
 
     schema = sub.add_parser("schema", help="print a JSON Schema")
@@ -377,6 +426,8 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         max_cost=args.max_cost,
         rerun_failed=args.rerun_failed,
         keep_passed=args.keep_passed,
+        fixtures=args.fixtures,
+        fixtures_dir=args.fixtures_dir,
     )
 
 
@@ -487,6 +538,15 @@ def main(
             return _unless_interrupted(code, guard)
         if args.command == "regrade":
             return cmd_regrade(args, environment, out, guard)
+        if args.command == "fixtures":
+            from .fixtures_command import cmd_fixtures_check
+
+            if guard is not None:
+                guard.enter("loading")
+            code = cmd_fixtures_check(
+                args.suites, environment, out, args.fixtures_dir, args.max_age, args.repeat
+            )
+            return _unless_interrupted(code, guard)
         return cmd_run(args, environment, out, guard)
     except ConfigError as exc:
         _print_config_error(exc, sys.stderr)

@@ -25,6 +25,11 @@ never "$0.00 ... leaves headroom".
 
 With ``-v`` every selected test case is listed under its suite (name, line,
 turns, tags), in the order the run would start them.
+
+With ``--fixtures`` (replay, record, update), every selected test case says
+whether its fixture exists and how many recorded calls it holds (per run with
+``--repeat``), and the suite how many calls the fixtures cover; the fixtures
+are read (a damaged one is exit 2, as for a run), nothing is written.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from .exit_codes import EXIT_OK
 from .spend import dollars
 
 if TYPE_CHECKING:
+    from .fixtures.cassette import SuiteFixtures
     from .loaded import PlannedSuite
     from .run import RunOptions
 
@@ -71,9 +77,38 @@ class SuitePlan:
     """Why there is no output-token bound (None: there is one)."""
     cases_shown: tuple[str, ...] = ()
     """``-v``: one line per selected test case."""
+    fixture_lines: tuple[str, ...] = ()
+    """``--fixtures``: the suite's fixtures, then one line per selected test case (and run)."""
 
 
-def suite_plan(planned: PlannedSuite) -> SuitePlan:
+def fixture_lines(planned: PlannedSuite, fixtures: SuiteFixtures) -> tuple[str, ...]:
+    """Whether each selected test case (each run) has a fixture, and the calls it holds."""
+    loaded = planned.loaded
+    repeat = max(1, planned.settings.repeat)
+    lines: list[str] = []
+    held = have = wanted = 0
+    for index in planned.indices:
+        for run, exists, calls in fixtures.summary(index, repeat):
+            which = f", run {run}" if repeat > 1 else ""
+            file = fixtures.shown(index, run)
+            wanted += 1
+            if exists:
+                have += 1
+                held += calls
+                lines.append(
+                    f"    {loaded.case_name(index)}{which}: {_plural(calls, 'call')} ({file})"
+                )
+            else:
+                what = "every model call would miss" if fixtures.mode == "replay" else "recorded"
+                lines.append(f"    {loaded.case_name(index)}{which}: no fixture ({file}; {what})")
+    head = (
+        f"  fixtures ({fixtures.mode}, {fixtures.shown_root}): {have} of "
+        f"{_plural(wanted, 'fixture')} found, {_plural(held, 'recorded call')}"
+    )
+    return (head, *lines)
+
+
+def suite_plan(planned: PlannedSuite, fixtures: SuiteFixtures | None = None) -> SuitePlan:
     from .pricing import agent_provider, judge_provider, price_for
     from .simulation import step_bound
     from .spend import PRICED_BACKENDS
@@ -160,6 +195,7 @@ def suite_plan(planned: PlannedSuite) -> SuitePlan:
         simulated_cases=simulated,
         user_calls=user_calls * repeat,
         fidelity_calls=fidelity_calls * repeat,
+        fixture_lines=fixture_lines(planned, fixtures) if fixtures is not None else (),
     )
 
 
@@ -233,6 +269,7 @@ def render(
             )
         elif p.max_cost is not None and p.cases:
             lines.append(f"  output-token bound: none ({p.no_bound})")
+        lines += list(p.fixture_lines)
         if verbose and p.cases_shown:
             lines.append("  test cases:")
             lines += [f"    {case}" for case in p.cases_shown]
@@ -304,7 +341,7 @@ def dry_run(
     for planned in plan:
         for warning in planned.loaded.warnings:
             header.append(f"warning: {warning}")
-    plans = [suite_plan(p) for p in plan]
+    plans = [suite_plan(p, pipeline.fixtures.get(i)) for i, p in enumerate(plan)]
     for line in render(plans, header, verbose=options.verbosity > 0):
         out.write(line + "\n")
     return EXIT_OK

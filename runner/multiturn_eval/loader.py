@@ -45,6 +45,7 @@ from .locate import Locator, validation_issues
 from .pricing import judge_provider
 from .reading import FILE_KINDS, file_problem, read_text
 from .secrets import is_secret_name, is_secret_value
+from .settings import fixtures_mode
 from .simulation.record import USER_GOAL
 from .suite import (
     CodeEvaluation,
@@ -115,6 +116,31 @@ def unused_blocks(*, agent_called: bool, judges_called: bool) -> Callable[[Path_
     return unused
 
 
+def _written_mode(data: Any) -> Any:
+    """``execution.fixtures.mode`` as written in the suite (None: not there)."""
+    for key in ("execution", "fixtures", "mode"):
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _drop(data: Any, path: Path_) -> None:
+    """Remove the field at ``path`` (an API key left without its variable)."""
+    *parents, last = path
+    for key in parents:
+        data = data[key]
+    data.pop(last, None)
+
+
+def _key_field(path: Path_) -> bool:
+    """An API key: ``agent.api_key``, any ``judge:`` block's, a simulated user's
+    (``user_simulator.api_key``, a test case's ``user.simulator.api_key``)."""
+    return path in (("agent", "api_key"), ("user_simulator", "api_key")) or (
+        len(path) >= 2 and path[-2:] in (("judge", "api_key"), ("simulator", "api_key"))
+    )
+
+
 def _substitute(
     value: Any,
     path: Path_,
@@ -123,15 +149,21 @@ def _substitute(
     issues: list[ConfigIssue],
     secrets: set[str],
     unused: Callable[[Path_], bool] | None = None,
+    unset_keys: list[Path_] | None = None,
+    keyless: bool = False,
 ) -> Any:
+    """``${VAR}`` replaced from ``env`` everywhere. ``keyless`` (fixtures replay and update):
+    an API key whose variable is unset is put in ``unset_keys`` (the loader drops it)."""
     if isinstance(value, dict):
         return {
-            k: _substitute(v, (*path, k), env, locator, issues, secrets, unused)
+            k: _substitute(
+                v, (*path, k), env, locator, issues, secrets, unused, unset_keys, keyless
+            )
             for k, v in value.items()
         }
     if isinstance(value, list):
         return [
-            _substitute(v, (*path, i), env, locator, issues, secrets, unused)
+            _substitute(v, (*path, i), env, locator, issues, secrets, unused, unset_keys, keyless)
             for i, v in enumerate(value)
         ]
     if not isinstance(value, str) or "$" not in value:
@@ -151,6 +183,9 @@ def _substitute(
         if name not in env:
             if unused is not None and unused(path):
                 return match.group(0)  # not used by this run: left as written
+            if keyless and unset_keys is not None and _key_field(path):
+                unset_keys.append(path)  # replayed calls need no key
+                return ""
             issues.append(locator.issue(path, f"environment variable {name} is not set"))
             return ""
         replacement = env[name]
@@ -177,7 +212,12 @@ def _read(path: Path, shown: str) -> str:
 
 
 def load_suite(
-    path: Path, env: Mapping[str, str], *, judges_called: bool = True, agent_called: bool = True
+    path: Path,
+    env: Mapping[str, str],
+    *,
+    judges_called: bool = True,
+    agent_called: bool = True,
+    fixtures: str | None = None,
 ) -> LoadedSuite:
     """Load and validate one suite file; raise ConfigError with all its problems.
 
@@ -186,6 +226,9 @@ def load_suite(
     recorded verdicts): an LLM judge's API key need not resolve, nor the
     variables of its ``judge:`` blocks. ``agent_called=False`` (``regrade``):
     the variables (``${VAR}``) of the ``agent:`` block need not be set (:func:`unused_blocks`).
+    ``fixtures``: the ``--fixtures`` mode given on the command line; when the suite's mode
+    (by the settings' precedence) is ``replay`` or ``update``, a judge's API key may be
+    missing (a replayed call needs none; an update without one says so on its misses).
     """
     shown = display_path(path)
     text = _read(path, shown)
@@ -208,9 +251,14 @@ def load_suite(
     issues: list[ConfigIssue] = []
     secrets: set[str] = set()
     unused = unused_blocks(agent_called=agent_called, judges_called=judges_called)
-    data = _substitute(doc.data, (), env, locator, issues, secrets, unused)
+    # replay and update answer from the fixtures: a key may be missing, ${VAR} of one too
+    keyless = fixtures_mode(fixtures, env, _written_mode(doc.data)) in ("replay", "update")
+    unset_keys: list[Path_] = []
+    data = _substitute(doc.data, (), env, locator, issues, secrets, unused, unset_keys, keyless)
     if issues:
         raise ConfigError(issues)
+    for key_path in unset_keys:  # an API key whose variable is unset: no key (the default's)
+        _drop(data, key_path)
     try:
         suite = Suite.model_validate(data)
     except ValidationError as exc:
@@ -226,24 +274,35 @@ def load_suite(
     )
     add_import_paths([path.parent, Path.cwd()])
     issues.extend(_resolve(loaded, locator))
-    issues.extend(_check_simulations(loaded, locator, env, simulator_called=agent_called))
+    issues.extend(
+        _check_simulations(loaded, locator, env, simulator_called=agent_called, keyless=keyless)
+    )
     if agent_called:  # regrade starts no server
         issues.extend(_check_mcp_servers(loaded, locator, env))
     if not issues:
-        issues.extend(_check_judges(loaded, locator, env, judges_called, agent_called))
+        issues.extend(
+            _check_judges(loaded, locator, env, judges_called, agent_called, keyless=keyless)
+        )
     if issues:
         raise ConfigError(issues)
     return loaded
 
 
 def _check_simulations(
-    loaded: LoadedSuite, locator: Locator, env: Mapping[str, str], *, simulator_called: bool
+    loaded: LoadedSuite,
+    locator: Locator,
+    env: Mapping[str, str],
+    *,
+    simulator_called: bool,
+    keyless: bool = False,
 ) -> list[ConfigIssue]:
     """Every simulated test case (``user:``): its simulator merged and resolved, its factory
     imported or its ``prompt_file`` read, its fidelity judge (:func:`~.simulation.check_case`).
 
     ``simulator_called=False`` (regrade replays the recorded conversation): no API key is
     needed, and the fidelity judge is checked with the other judges only under ``--rejudge``.
+    ``keyless`` (fixtures replay and update): the fixtures answer the simulator's and the
+    fidelity judge's calls, so a missing API key is not a problem.
     """
     from .simulation import check_case
 
@@ -264,6 +323,7 @@ def _check_simulations(
             suite_judge=suite.judge,
             case_judge=case.judge,
             simulator_called=simulator_called,
+            keyless=keyless,
         )
         for problem in problems:  # a problem of user_simulator: is said once, not per case
             if (problem.path, problem.message) not in said:
@@ -443,6 +503,8 @@ def _check_judges(
     env: Mapping[str, str],
     judges_called: bool = True,
     agent_called: bool = True,
+    *,
+    keyless: bool = False,
 ) -> list[ConfigIssue]:
     """Every judge a turn (or a conversation) will call, after merging its levels.
 
@@ -476,7 +538,7 @@ def _check_judges(
             return
         done.add(marker)  # type: ignore[arg-type]
         try:
-            judge = resolve(merge_levels(*levels, evaluation.judge), env)
+            judge = resolve(merge_levels(*levels, evaluation.judge), env, keyless=keyless)
         except JudgeConfigProblem as exc:
             if exc.field == "judge.api_key" and not judges_called:
                 return  # a regrade reusing recorded verdicts calls no judge
@@ -554,7 +616,7 @@ def _check_judges(
                 check(evaluation, (suite.judge, case.judge, None), (*level_path, j), note)
         plan = loaded.simulations.get(i)
         if plan is not None and plan.fidelity and judges_called:
-            _fidelity_judge(loaded, i, env, add, reported=agent_called)
+            _fidelity_judge(loaded, i, env, add, reported=agent_called, keyless=keyless)
     return issues
 
 
@@ -565,6 +627,7 @@ def _fidelity_judge(
     add: Callable[[Path_, str], None],
     *,
     reported: bool,
+    keyless: bool = False,
 ) -> None:
     """The fidelity judge of a simulated case (``fidelity: true``): the suite's (and the
     case's) ``judge:``; its client built before the run, its price checked by ``--max-cost``.
@@ -575,7 +638,7 @@ def _fidelity_judge(
     case = loaded.suite.test_cases[index]
     assert case.user is not None
     try:
-        judge = resolve(merge_levels(loaded.suite.judge, case.judge), env)
+        judge = resolve(merge_levels(loaded.suite.judge, case.judge), env, keyless=keyless)
     except JudgeConfigProblem as exc:
         if not reported:
             where: Path_ = (
@@ -670,6 +733,7 @@ def load_suites(
     *,
     judges_called: bool = True,
     agent_called: bool = True,
+    fixtures: str | None = None,
 ) -> list[LoadedSuite]:
     """Load every file; raise one ConfigError listing the problems of all of them."""
     loaded: list[LoadedSuite] = []
@@ -678,7 +742,13 @@ def load_suites(
         for path in paths:
             try:
                 loaded.append(
-                    load_suite(path, env, judges_called=judges_called, agent_called=agent_called)
+                    load_suite(
+                        path,
+                        env,
+                        judges_called=judges_called,
+                        agent_called=agent_called,
+                        fixtures=fixtures,
+                    )
                 )
             except ConfigError as exc:
                 errors.append(exc)

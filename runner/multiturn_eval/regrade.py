@@ -314,6 +314,7 @@ def regrade(
         finish_report=regrader.annotate,
         judges_called=rejudge,
         agent_called=False,
+        fixtures="off",  # the replies come from the report; judges (--rejudge) are called live
     )
     token = RECORDED_JUDGEMENTS.set(None if rejudge else _Recorded(regrader.state))
     conversations = RECORDED_CONVERSATIONS.set(_Conversations(regrader.state, rejudge))

@@ -39,7 +39,13 @@ class _Model(BaseModel):
 # ------------------------------------------------------------------ simulated users
 
 SimulationOutcome = Literal[
-    "goal_met", "gave_up", "out_of_scope", "max_turns", "invalid_simulation", "agent_error"
+    "goal_met",
+    "gave_up",
+    "out_of_scope",
+    "max_turns",
+    "invalid_simulation",
+    "agent_error",
+    "diverged",
 ]
 """How a simulated conversation ended (see :mod:`multiturn_eval.simulation.record`)."""
 Source = Literal["scripted", "simulated"]
@@ -169,6 +175,11 @@ class TurnResult(_Model):
         "Where your code raised on this turn (the agent's send(), a tool, a grader): the "
         "traceback of each error, your frames only; absent when none raised."
     )
+    replayed: bool | None = omitted_when_none(
+        "With --fixtures: true when every model call of this turn was answered from the "
+        "fixtures, false when one was made live or was not in them; absent when fixtures "
+        "are off or the turn made no model call."
+    )
 
     def failed_checks(self) -> list[str]:
         """Every reason this turn failed, in words, most telling first."""
@@ -228,6 +239,64 @@ class RepeatSummary(_Model):
     )
 
 
+class CaseFixture(_Model):
+    """With ``--fixtures``: what one run of a test case did with its fixture file."""
+
+    file: str
+    """The fixture, as messages name it (``fixtures/support/refund-flow.jsonl``)."""
+    mode: str
+    """replay, record or update."""
+    replayed: int = 0
+    """Model calls answered from the fixture."""
+    recorded: int = 0
+    """Model calls made live and recorded."""
+    missed: int = 0
+    """Model calls the fixture did not answer (each is a turn's or a metric's error)."""
+    misses: list[str] = Field(default_factory=list)
+    """Why each of them missed: where (case, run, turn, side, call), the first difference
+    with both values, the kind of change, and the command that re-records the case."""
+    rerecord: str | None = None
+    """The command that re-records just this test case (``--fixtures update -k NAME``)."""
+    unused: list[str] = Field(default_factory=list)
+    """Replay: recorded calls no call of this run used (a call no longer made; reported, not
+    a failure). Update: the recordings dropped."""
+    notes: list[str] = Field(default_factory=list)
+    """What else happened (re-recorded from turn 3, a damaged fixture replaced, ...)."""
+    written: bool = False
+    """The fixture file was (re)written (record, update)."""
+    recorded_at: str | None = None
+    """When the fixture now on disk was recorded (UTC, ``2025-06-01T09:30:00Z``)."""
+    models: dict[str, list[str]] = Field(default_factory=dict)
+    """The models in the fixture, per side (agent, judge, user)."""
+    replayed_cost_usd: float | None = None
+    """The recorded cost of the calls answered from the fixture: not spent, not counted by
+    --max-cost (None: none, or no price known)."""
+    error: str | None = None
+    """Why the fixture was not written (it would hold a secret): the test case errors."""
+
+
+class RunFixtures(_Model):
+    """With ``--fixtures``: the run's model calls replayed, recorded and missed."""
+
+    mode: str
+    """replay, record or update (``mixed`` when the suites differ)."""
+    dir: str
+    """The fixtures root (``DIR`` of ``DIR/<suite stem>/``), or the roots, comma-separated."""
+    replayed: int = 0
+    recorded: int = 0
+    missed: int = 0
+    unused: int = 0
+    """Recorded calls no call used (replay), or dropped (update)."""
+    recorded_at: list[str] | None = None
+    """[first, last]: when the oldest and the newest fixture of the run were recorded."""
+    models: dict[str, list[str]] = Field(default_factory=dict)
+    """Every model in the fixtures, per side (agent, judge, user)."""
+    replayed_cost_usd: float | None = None
+    """The recorded cost of the calls answered from fixtures: not spent."""
+    written: int = 0
+    """Fixture files (re)written."""
+
+
 class CaseRun(_Model):
     """One of the K runs of a repeated test case, in its own fresh session."""
 
@@ -249,6 +318,7 @@ class CaseRun(_Model):
     simulation: Simulation | None = omitted_when_none(
         "A simulated test case: how this run's simulated conversation went."
     )
+    fixture: CaseFixture | None = omitted_when_none("With --fixtures: this run's fixture.")
 
 
 class CaseResult(_Model):
@@ -299,6 +369,13 @@ class CaseResult(_Model):
         "and its usage and cost (apart from the agent's and the judges'). With --repeat, the "
         "run shown's, with the usage and cost of every run."
     )
+    fixture: CaseFixture | None = omitted_when_none(
+        "With --fixtures: what this test case did with its fixture (with --repeat, the run "
+        "shown; every run's is in runs)."
+    )
+    replayed: bool | None = omitted_when_none(
+        "With --fixtures, a legacy single-turn case: its turn's replayed (see TurnResult)."
+    )
 
     def all_turns(self) -> list[TurnResult]:
         """The turns of this case; a legacy case's single turn rebuilt from its fields."""
@@ -326,6 +403,7 @@ class CaseResult(_Model):
                 judge_token_usage=self.judge_token_usage,
                 judge_cost_usd=self.judge_cost_usd,
                 tracebacks=self.tracebacks,
+                replayed=self.replayed,
             )
         ]
 
@@ -483,6 +561,10 @@ class RunInfo(_Model):
     )
     mcp_servers: list[McpServerRun] | None = omitted_when_none(
         "With agent.mcp_servers: every MCP server the run started, its scope and start-up time."
+    )
+    fixtures: RunFixtures | None = omitted_when_none(
+        "With --fixtures: the mode, the directory, the calls replayed, recorded and missed, "
+        "when the fixtures were recorded and with which models."
     )
 
 

@@ -371,5 +371,6 @@ def case_run(run_index: int, result: CaseResult) -> CaseRun:
         metric_results=result.metric_results,
         turns=result.all_turns(),
         tracebacks=result.tracebacks if result.turns is not None else None,
+        fixture=result.fixture,
         simulation=result.simulation,
     )

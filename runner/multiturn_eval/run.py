@@ -49,6 +49,7 @@ from .secrets import Redactor, secrets_in
 
 if TYPE_CHECKING:
     from .backends.base import Backend
+    from .fixtures.cassette import SuiteFixtures
     from .grading.judges.service import JudgeService
     from .loaded import LoadedSuite, PlannedSuite
     from .reports.console import Console
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from .settings import RunSettings
     from .sharding import ShardSpec
     from .simulation.calls import SimulatorService
+    from .suite.blocks import FixturesMode
 
 
 OnResult = Callable[["CaseResult"], None]
@@ -112,6 +114,13 @@ class RunOptions:
     """``--rerun-failed REPORT.json``: only the cases that did not pass in that report."""
     keep_passed: bool = False
     """``--keep-passed``: the new report also holds that report's passed results, in place."""
+    fixtures: str | None = None
+    """``--fixtures``: off, replay, record or update (:mod:`.fixtures`)."""
+    fixtures_dir: str | None = None
+    """``--fixtures-dir``: the root of the fixture folders, relative to the current directory."""
+    fixtures_source: str | None = None
+    """What new recordings' meta entries say they were recorded against (default: the
+    fixtures package's ``recorded by multiturn-eval``)."""
 
     def settings_values(self) -> dict[str, object]:
         return {
@@ -123,6 +132,8 @@ class RunOptions:
             "repeat": self.repeat,
             "report_dir": self.report_dir,
             "format": self.formats,
+            "fixtures": self.fixtures,
+            "fixtures_dir": self.fixtures_dir,
         }
 
 
@@ -151,6 +162,8 @@ class RunOutcome:
     """CPU time of each phase: ``load`` (suites and backends), ``run``, ``reports``."""
     spend_notice: str | None = None
     """The one line saying the spend cap kept test cases from starting (None: it did not)."""
+    fixture_dirs: list[Path] = field(default_factory=list)
+    """The suites' fixture folders this run may have written (``--fixtures record/update``)."""
 
 
 #: the deepest field path whose YAML line a run still needs (a turn's files: 6)
@@ -257,6 +270,8 @@ class _Pipeline:
         """``--keep-passed``: earlier results carried into this report."""
         self.judges: JudgeService | None = None
         """The run's LLM-judge clients and de-duplication cache (built with the backends)."""
+        self.fixtures: dict[int, SuiteFixtures] = {}
+        """Suite position -> its fixtures (``--fixtures``; suites that use them)."""
         self.simulators: SimulatorService | None = None
         """The run's simulated-user model clients (built with the backends)."""
         from .reports.writer import OnDisk
@@ -336,6 +351,14 @@ class _Pipeline:
         state = self.state
         if state is None:
             return
+        if self.fixtures:
+            from .fixtures.outcome import run_fixtures
+
+            report.run.fixtures = run_fixtures(
+                report.results,
+                [f.mode for f in self.fixtures.values()],
+                [f.shown_root for f in self.fixtures.values()],
+            )
         caps = [p.settings.max_cost for p in state.plan if p.settings.max_cost is not None]
         if caps:  # the cap that stopped the run, else the lowest one in force
             cap = state.capped if state.capped is not None else min(caps)
@@ -468,6 +491,7 @@ class _Pipeline:
             self.environment.variables,
             judges_called=self.options.judges_called,
             agent_called=self.options.agent_called,
+            fixtures=self.options.fixtures,
         )
         missing = [issue for s in suites if (issue := backend_issue(s)) is not None]
         if missing and self.options.backend_factory is None:  # a replay needs no SDK
@@ -503,7 +527,42 @@ class _Pipeline:
             raise ConfigError(unpriced)
         if plan and spend_warnings:
             plan[0].loaded.warnings.extend(spend_warnings)
+        self.open_fixtures(plan)
         return plan
+
+    def open_fixtures(self, plan: Sequence[PlannedSuite]) -> None:
+        """The fixtures of every suite that uses them, each file read now, before any call
+        (a damaged one is a ConfigError naming its file and line: exit 2)."""
+        from .settings import fixtures_root
+
+        problems: list[ConfigError] = []
+        for position, planned in enumerate(plan):
+            settings = planned.settings
+            if settings.fixtures == "off" or not planned.indices:
+                continue
+            from .fixtures.cassette import DEFAULT_SOURCE, SuiteFixtures
+
+            loaded = planned.loaded
+            root = fixtures_root(settings, loaded.base_dir, self.start_dir)
+            repeat = max(1, settings.repeat)
+            suite = SuiteFixtures(
+                mode=settings.fixtures,
+                root=root,
+                suite_file=loaded.path,
+                suite_shown=loaded.display_path,
+                case_names=[loaded.case_name(i) for i in range(len(loaded.suite.test_cases))],
+                secrets=self.redact,
+                repeat=repeat,
+                source=self.options.fixtures_source or DEFAULT_SOURCE,
+                shown_root=self.shown(root),
+            )
+            try:  # each file held until its case runs, unless there are many (memory stays flat)
+                suite.load(planned.indices, repeat, keep=len(planned.indices) * repeat <= 2000)
+            except ConfigError as exc:
+                problems.append(exc)
+            self.fixtures[position] = suite
+        if problems:
+            raise ConfigError.merge(problems)
 
     def load(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
         plan = self.plan(paths)
@@ -518,10 +577,16 @@ class _Pipeline:
         make = self.options.backend_factory or create_backend
         backends = [make(p.loaded, p.settings) for p in plan]  # missing SDK: exit 2
         endpoints = {e for p in plan for e in p.loaded.judge_endpoints}
-        if endpoints:  # the judges' clients (and SDKs) are built now, not in the first judged turn
+        modes = {p.settings.fixtures for p in plan}
+        # replay refuses a judge's or simulated user's call made outside any test case only
+        # when no suite calls live
+        outside: FixturesMode = (
+            "off" if modes == {"off"} else "replay" if modes == {"replay"} else "record"
+        )
+        if endpoints or modes != {"off"}:  # the judges' clients (and SDKs) are built now
             from .grading.judges.service import JudgeService
 
-            self.judges = JudgeService(timeout=self.run_settings.turn_timeout)
+            self.judges = JudgeService(timeout=self.run_settings.turn_timeout, fixtures=outside)
             self.judges.prepare(endpoints)
         users = {
             endpoint
@@ -532,13 +597,18 @@ class _Pipeline:
         if users and self.options.agent_called:  # a regrade never calls a simulated user
             from .simulation.calls import SimulatorService
 
-            self.simulators = SimulatorService(timeout=self.run_settings.turn_timeout)
+            self.simulators = SimulatorService(
+                timeout=self.run_settings.turn_timeout, fixtures=outside
+            )
             self.simulators.prepare(users)
         secrets: set[str] = set()
         for planned, backend in zip(plan, backends, strict=True):
             secrets |= planned.loaded.secrets
             secrets |= backend.secrets
         self.redact = self.redact.with_secrets(secrets)
+        for position, fixtures in self.fixtures.items():
+            fixtures.redact = self.redact  # what the backends added is redacted from fixtures too
+            fixtures.live = getattr(backends[position], "fixtures_live", True)
         return backends
 
     def start_console(self, plan: Sequence[PlannedSuite], warnings: Sequence[str]) -> None:
@@ -780,7 +850,7 @@ def run_suites(
             backends = pipeline.create_backends(plan)
             for planned in plan:
                 _compact(planned.loaded)
-            pipeline.state = RunState(plan=plan, kept=pipeline.kept)
+            pipeline.state = RunState(plan=plan, kept=pipeline.kept, fixtures=pipeline.fixtures)
             # from here on a signal stops the run (the run's task checks for one when it starts)
             guard.enter("running")
         except Interrupted:
@@ -908,4 +978,7 @@ def _finish(
         ),
         max_in_flight=state.max_in_flight,
         spend_notice=spend_notice,
+        fixture_dirs=[
+            f.directory for f in pipeline.fixtures.values() if f.mode in ("record", "update")
+        ],
     )

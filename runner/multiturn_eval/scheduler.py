@@ -34,11 +34,13 @@ passed by up to ``-p`` test cases' worth of runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .backends.base import Backend
 from .case_runner import (
@@ -51,6 +53,9 @@ from .case_runner import (
 from .loaded import LoadedSuite, PlannedSuite
 from .results import CaseResult
 from .rollup import aggregate_runs
+
+if TYPE_CHECKING:
+    from .fixtures.cassette import SuiteFixtures
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,8 @@ class RunState:
     """The cap that stopped the run from starting cases, once one did."""
     not_started: int = 0
     """Test cases the spend cap kept from starting."""
+    fixtures: dict[int, SuiteFixtures] = field(default_factory=dict)
+    """Suite position -> its fixtures (``--fixtures``; only suites that use them)."""
 
     def final_results(self, default_reason: str = "the run was interrupted") -> list[CaseResult]:
         """Every planned test case in order; the unfinished ones as not run."""
@@ -177,6 +184,7 @@ async def _run_suite(
     pending = ((index, run) for index in planned.indices for run in range(repeat))
     cap = planned.settings.max_cost
     capped: set[int] = set()
+    fixtures = state.fixtures.get(s)
 
     async def worker() -> None:
         for index, run in pending:  # the shared iterator hands each run to exactly one worker
@@ -200,6 +208,7 @@ async def _run_suite(
                 backend,
                 planned.settings.turn_timeout,
                 settings=planned.settings,
+                cassette=fixtures.cassette(index, run + 1) if fixtures is not None else None,
                 run_index=run,
             )
             state.in_flight += 1
@@ -221,9 +230,16 @@ async def _run_suite(
                 on_result(finished)
 
     workers = max(1, min(planned.settings.parallel_test_cases, len(planned.indices) * repeat))
-    async with asyncio.TaskGroup() as group:
-        for _ in range(workers):
-            group.create_task(worker())
+    with contextlib.ExitStack() as stack:
+        if fixtures is not None:
+            # what no exchange point sees (a python agent's own httpx clients, the http and
+            # semantic-kernel backends' clients) is recorded at the httpx transports
+            from .fixtures.transport import intercept_httpx
+
+            stack.enter_context(intercept_httpx(fixtures.mode))
+        async with asyncio.TaskGroup() as group:
+            for _ in range(workers):
+                group.create_task(worker())
 
 
 def _not_started(loaded: LoadedSuite, index: int, reason: str) -> CaseResult:

@@ -7,7 +7,9 @@ Decisions (where SPEC and the issue leave room):
   a repeated case) plus what its LLM judges cost (``judge_cost_usd``, when
   the result has it) plus what its simulated user cost (``simulation.user_cost_usd``,
   every run's). A cost the backend could not price counts 0; that is
-  why a priced model is required (below).
+  why a priced model is required (below). Calls answered from the fixtures
+  (``--fixtures replay`` / ``update``) were not made: their recorded cost
+  (``fixture.replayed_cost_usd``) does not count.
 * **When it stops.** Before a test case starts, the spend of the finished
   cases is compared with the cap; once it *reaches or passes* the cap no new
   case starts. Cases already running finish (their cost is added: the final
@@ -46,10 +48,13 @@ PRICED_BACKENDS = frozenset({"anthropic", "semantic-kernel", "openai"})
 
 def spend_of(case: CaseResult) -> float:
     """The estimated spend of one finished test case, in US dollars (agent, judges and the
-    simulated user: every run's)."""
+    simulated user: every run's), live calls only: what a fixture answered (``--fixtures``)
+    was not spent."""
     agent = sum(run.cost_usd or 0.0 for run in case.runs) if case.runs else case.cost_usd or 0.0
     user = case.simulation.user_cost_usd or 0.0 if case.simulation is not None else 0.0
-    return agent + (case.judge_cost_usd or 0.0) + user
+    fixtures = [r.fixture for r in case.runs] if case.runs else [case.fixture]
+    replayed = sum(f.replayed_cost_usd or 0.0 for f in fixtures if f is not None)
+    return max(0.0, agent + (case.judge_cost_usd or 0.0) + user - replayed)
 
 
 def dollars(amount: float) -> str:

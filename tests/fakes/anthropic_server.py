@@ -59,6 +59,7 @@ __all__ = [
     "Slow",
     "ToolUse",
     "Usage",
+    "agreeable_judge",
     "context_too_long",
     "overloaded",
     "rate_limited",
@@ -342,6 +343,15 @@ def verdict(usage: Usage | None = None, **fields: Any) -> Message:
 def judge_pass(request: Request) -> Message:
     """A judge that passes every reply (usage 200 in, 30 out)."""
     return verdict(verdict="pass", reason="The reply meets the rubric.")
+
+
+def agreeable_judge(request: Request) -> Message:
+    """A judge that agrees with every rubric on its scale: ``pass``, 5 of 1-5, 0.9 of 0-1."""
+    required = request.body["tools"][0]["input_schema"]["required"]
+    if required[0] == "verdict":
+        return verdict(verdict="pass", reason="Meets the rubric.")
+    schema = request.body["tools"][0]["input_schema"]["properties"]["score"]
+    return verdict(score=5 if "enum" in schema else 0.9, reason="Meets the rubric.")
 
 
 def user_turn(request: Request) -> Message:

@@ -72,7 +72,8 @@ Environment: ``api_key`` / ``base_url`` come from the suite, else
 ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN``) / ``ANTHROPIC_BASE_URL``.
 The environment is read once, when the backend is built (from ``env=`` when
 given, else the run's :class:`~multiturn_eval.environment.RunEnvironment`); a
-missing key is a configuration error (exit 2) before any request. The key is
+missing key is a configuration error (exit 2) before any request, except under
+``--fixtures replay`` or ``update``, where the fixtures answer the calls. The key is
 in the backend's ``secrets`` (the run redacts it from every report).
 """
 
@@ -87,6 +88,7 @@ from ..suite import AnthropicAgent
 from ..tools import ToolSet
 from ..types import TurnFile
 from . import messages_api
+from .base import NO_KEY_REPLAY
 from .chat import ChatBackend, ChatClient, ChatSession
 from .files import PDF_TYPE, FileParts, file_issues, file_kind
 from .messages_api import DEFAULT_BASE_URL, MessagesRequests
@@ -168,6 +170,8 @@ class AnthropicBackend(ChatBackend):
         api_key = agent.api_key or env.get("ANTHROPIC_API_KEY") or None
         auth_token = None if api_key else (env.get("ANTHROPIC_AUTH_TOKEN") or None)
         issues = file_issues(suite, file_problem)
+        if api_key is None and auth_token is None and self.key_optional():
+            api_key = NO_KEY_REPLAY
         if api_key is None and auth_token is None:
             issues.insert(
                 0,
@@ -182,7 +186,7 @@ class AnthropicBackend(ChatBackend):
         if issues:
             raise ConfigError(issues)
         for secret in (api_key, auth_token):
-            if secret:
+            if secret and secret != NO_KEY_REPLAY:
                 self.secrets.add(secret)
         self.base_url = (
             agent.base_url or env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL

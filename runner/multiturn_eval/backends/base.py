@@ -56,6 +56,10 @@ class Backend(Protocol):
 
 ModelAgent = AnthropicAgent | OpenAIAgent | SemanticKernelAgent
 
+#: the API key a backend's SDK client is built with when the fixtures answer every call
+#: (replay, update) and no key is set: never sent (a replayed request leaves nothing)
+NO_KEY_REPLAY = "no-key-fixtures-replay"
+
 
 class ModelBackend:
     """What the model backends (``anthropic``, ``openai``, ``semantic-kernel``) share when built.
@@ -108,6 +112,10 @@ class ModelBackend:
         self.price = price_for(agent.model, suite.suite.pricing, provider=agent_provider(agent))
         self.max_tool_rounds = agent.max_tool_rounds
         self.max_tokens = agent.max_tokens
+        self.fixtures = settings.fixtures
+        """The suite's fixtures mode (:mod:`multiturn_eval.fixtures`)."""
+        self.fixtures_live = True
+        """A live call is possible (False: no API key, which replay and update allow)."""
         # the environment as read once at start-up (empty: built outside the CLI)
         env = settings.env if env is None else env
         self.mcp: McpServers | None = None
@@ -123,6 +131,18 @@ class ModelBackend:
     def setup(self, suite: LoadedSuite, settings: RunSettings, env: Mapping[str, str]) -> None:
         """The backend's own checks and clients (a ConfigError for a suite it cannot run)."""
         raise NotImplementedError
+
+    def key_optional(self) -> bool:
+        """No API key is needed to build this backend: the fixtures answer its calls.
+
+        Replay never calls live; update records only what misses and says a key is
+        needed on such a miss. The backend then runs with ``fixtures_live`` False and a
+        placeholder key that never leaves the process.
+        """
+        if self.fixtures in ("replay", "update"):
+            self.fixtures_live = False
+            return True
+        return False
 
     # ------------------------------------------------------------------- MCP servers
 

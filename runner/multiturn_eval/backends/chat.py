@@ -61,8 +61,9 @@ by the dialect as a live one (:meth:`Dialect.status_error`, without
 ``retry-after``); a replayer's own failure is a BackendError
 (``FixtureMissError``), passed through as the turn's error. Where the clients are: ``backend.chat.client`` of
 the ``anthropic`` and ``openai`` backends, ``JudgeService.client(request).client``
-of a judge. (Semantic Kernel's requests do not go through one yet: its
-``openai`` client posts in ``semantic_kernel._direct_chat_completions``.)
+of a judge; :meth:`ChatClient.use_fixtures` wraps it with the fixtures (SPEC 6.10).
+(Semantic Kernel's requests do not go through one: its SDK clients' requests are
+recorded at their ``httpx2`` transport, as a python agent's are.)
 
 **A structured call** (:func:`structured`): one request whose answer must be
 one JSON object of a schema -- Anthropic through a forced tool, OpenAI through
@@ -92,6 +93,7 @@ from ..retry import (
     retry_note,
     turn_deadline,
 )
+from ..suite.blocks import FixturesMode
 from ..tools import ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 from .base import ModelBackend
@@ -429,6 +431,36 @@ class ChatClient:
         )
         return response.status_code, self._parsed_body(response)
 
+    def use_fixtures(
+        self, mode: FixturesMode, *, live: bool, share: Callable[[Exchange], Exchange] | None = None
+    ) -> None:
+        """Answer this client's requests from the running test case's fixture, and record
+        them into it (:func:`multiturn_eval.fixtures.with_fixtures`).
+
+        ``mode``: what a request made outside any test case gets (refused in replay);
+        ``live``: the client has what a live call needs (its API key); ``share``: wraps
+        the live call below the fixtures (the judges share one live call between the
+        test cases that make the same request, and each case still records it). A
+        replayed 2xx meets the dialect's wire check, as a live reply does.
+        """
+        from ..fixtures.exchange import with_fixtures
+
+        inner: Any = self.exchange if share is None else share(self.exchange)  # side: a str there
+        self.exchange = with_fixtures(inner, mode=mode, live=live, check=self._check_replayed)
+
+    def _check_replayed(self, status: int, data: Any) -> None:
+        if not 200 <= status < 300:
+            return  # worded by the dialect as a live error reply (request())
+        reason = self.dialect.check(data)
+        if reason is not None:
+            from .wire import excerpt
+
+            shown = json.dumps(data, ensure_ascii=False, default=str)
+            raise BackendError(
+                f"the recorded reply in the fixture is not {self.wording.reply} ({reason}): "
+                f"{excerpt(shown)}; re-record this test case (--fixtures update)"
+            )
+
     def translate(self, exc: BaseException) -> BackendError:
         return translate(self.dialect, exc, self.wording)
 
@@ -641,6 +673,8 @@ class ChatBackend(ModelBackend):
 
     def start(self, client: ChatClient, requests: Requests) -> None:
         self.requests = requests
+        if self.fixtures != "off":
+            client.use_fixtures(self.fixtures, live=self.fixtures_live)
         self.chat = ChatAgent(
             client,
             requests.body,

@@ -104,6 +104,7 @@ from ..suite import OpenAIAgent
 from ..tools import ToolSet
 from ..types import TurnFile
 from . import chat_completions
+from .base import NO_KEY_REPLAY
 from .chat import ChatBackend, ChatClient, ChatSession
 from .chat_completions import DEFAULT_BASE_URL, NO_KEY, TOOL_CHOICES, ChatCompletionsRequests
 from .files import FileParts, file_issues, file_kind
@@ -207,6 +208,8 @@ class OpenAIBackend(ChatBackend):
                     at,
                     "agent.azure.api_version",
                 )
+            if api_key is None and self.key_optional():
+                api_key = NO_KEY_REPLAY
             if api_key is None:
                 issue(
                     "no API key for Azure OpenAI: set AZURE_OPENAI_API_KEY (or agent.api_key: "
@@ -221,6 +224,8 @@ class OpenAIBackend(ChatBackend):
             configured = agent.base_url or env.get("OPENAI_BASE_URL") or None
             self.base_url = (configured or DEFAULT_BASE_URL).rstrip("/")
             self.custom_server = configured is not None and self.base_url != DEFAULT_BASE_URL
+            if api_key is None and not self.custom_server and self.key_optional():
+                api_key = NO_KEY_REPLAY
             if api_key is None and not self.custom_server:
                 issue(
                     "no API key for the openai backend: set OPENAI_API_KEY (or agent.api_key: "
@@ -230,7 +235,7 @@ class OpenAIBackend(ChatBackend):
                 )
         if issues:
             raise ConfigError(issues)
-        if api_key:
+        if api_key and api_key != NO_KEY_REPLAY:
             self.secrets.add(api_key)
         sdk = chat_completions.sdk_client(
             api_key=api_key or NO_KEY,

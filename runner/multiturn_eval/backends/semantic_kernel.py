@@ -141,7 +141,7 @@ from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 from . import chat_completions
-from .base import ModelBackend
+from .base import NO_KEY_REPLAY, ModelBackend
 from .chat import Dialect, Wording, priced, rounds_warning, still_calling
 from .chat import translate as translate_error
 from .files import file_issues, file_kind
@@ -657,6 +657,9 @@ class SemanticKernelBackend(ModelBackend):
         _quiet_logs()
         issues = file_issues(suite, self.file_problem)
         api_key, self.base_url = self._credentials(env)
+        keyed = api_key is not None or (self.service_name == "openai" and self.base_url)
+        if not keyed and self.key_optional():
+            api_key = NO_KEY_REPLAY
         if api_key is None and not (self.service_name == "openai" and self.base_url):
             key_var = ENV_VARS[self.service_name][0]
             issues.insert(
@@ -671,7 +674,7 @@ class SemanticKernelBackend(ModelBackend):
             )
         if issues:
             raise ConfigError(issues)
-        if api_key:
+        if api_key and api_key != NO_KEY_REPLAY:
             self.secrets.add(api_key)  # from the environment too: no report may show it
         self._client: Any = None
         if self.service_name == "anthropic":

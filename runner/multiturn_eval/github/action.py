@@ -70,6 +70,7 @@ from .files import (
     ensure_directory,
     first_missing,
     hand_back,
+    hand_back_written,
     workspace_problem,
     write_outputs,
 )
@@ -191,6 +192,7 @@ class Action:
         self.outputs["report-dir"] = self.rel(inputs.report_dir)
         handback = first_missing(inputs.report_dir, self.workspace)
         self.remove_stale_reports(inputs.report_dir)
+        outcome: RunOutcome | None = None
         try:
             if inputs.mode == "merge":
                 code, outcome = self.merge_shards(inputs)
@@ -230,6 +232,8 @@ class Action:
                 self.outputs["report-dir"] = ""
             self.finish_outputs()
             hand_back(handback, self.workspace)
+            for written_dir in outcome.fixture_dirs if outcome is not None else ():
+                hand_back_written(written_dir, self.workspace)  # fixtures recorded by the run
         final = decisions.final_exit_code(code, inputs.fail_on_failure)
         if final != code:
             self.log.line(
@@ -356,6 +360,7 @@ class Action:
             **self.baseline_fields(inputs),
             shard=inputs.shard,
             max_cost=inputs.max_cost,
+            fixtures=inputs.fixtures,
         )
         config_error: ConfigError | None = None
         crash: BaseException | None = None

@@ -118,3 +118,19 @@ def hand_back(root: Path, workspace: Path) -> None:
     for path in _walk(root):
         with contextlib.suppress(OSError):
             os.lchown(path, owner.st_uid, owner.st_gid)
+
+
+def hand_back_written(path: Path, workspace: Path) -> None:
+    """Give a folder the run wrote into (a suite's fixtures) to the workspace's owner: its
+    files, and the folders above it up to the workspace that the run created (root's)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not path.exists():
+        return
+    top = path
+    while top.parent != top and workspace in top.parent.parents:
+        try:
+            if top.parent.stat().st_uid != 0:
+                break
+        except OSError:
+            break
+        top = top.parent
+    hand_back(top, workspace)

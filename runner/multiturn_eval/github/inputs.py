@@ -30,20 +30,24 @@ Decisions where action.yml leaves room:
   notice, never an error). ``fail-on`` is ``failures`` or ``regressions``
   (case-insensitive). ``fail-on-failure: false`` still turns exit 1 into a
   passing step whichever ``fail-on`` is.
+- ``fixtures`` is ``off``, ``replay``, ``record`` or ``update`` (any case); empty leaves it
+  to the suite's ``execution.fixtures.mode`` (else ``MULTITURN_EVAL_FIXTURES``, else off).
+  In replay the API key inputs may be empty: nothing is sent.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ..errors import InputError, InputProblem
-from ..settings import parse_cost, parse_positive_int
+from ..settings import parse_cost, parse_fixtures, parse_positive_int
 from ..sharding import ShardSpec, shard_spec
 
+_T = TypeVar("_T")
 CommentMode = Literal["auto", "always", "never"]
 Mode = Literal["run", "merge"]
 
@@ -68,6 +72,7 @@ INPUTS: dict[str, str | None] = {
     "shard-index": "",
     "shard-total": "",
     "max-cost": "",
+    "fixtures": "",
     "reports": "",
     "allow-partial": "false",
 }
@@ -108,6 +113,8 @@ class ActionInputs:
     shard: ShardSpec | None = None
     """``shard-index`` (0-based) of ``shard-total``."""
     max_cost: float | None = None
+    fixtures: str | None = None
+    """``fixtures``: off, replay, record or update (empty: the suite's, else off)."""
     reports: list[str] = field(default_factory=list)
     """``mode: merge``: globs of shard report.json files, relative to the working directory."""
     allow_partial: bool = False
@@ -137,6 +144,24 @@ def _whole_number(env: Mapping[str, str], name: str, problems: list[InputProblem
         return parse_positive_int(text)
     except ValueError:
         problems.append(InputProblem(name, f"{text!r} is not a whole number from 1 to 1024"))
+        return None
+
+
+def _parsed(
+    env: Mapping[str, str],
+    name: str,
+    parse: Callable[[str], _T],
+    problems: list[InputProblem],
+) -> _T | None:
+    """Input ``name`` through the setting's own parser (None: not given, or a problem noted:
+    ``'abc' must be ...``)."""
+    text = raw_input(env, name)
+    if not text:
+        return None
+    try:
+        return parse(text)
+    except ValueError as exc:
+        problems.append(InputProblem(name, f"{text!r} {exc}"))
         return None
 
 
@@ -178,13 +203,8 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
             )
         )
     shard = _shard(raw_input(env, "shard-index"), raw_input(env, "shard-total"), problems)
-    max_cost: float | None = None
-    cost_text = raw_input(env, "max-cost")
-    if cost_text:
-        try:
-            max_cost = parse_cost(cost_text)
-        except ValueError as exc:
-            problems.append(InputProblem("max-cost", f"{cost_text!r} {exc}"))
+    max_cost = _parsed(env, "max-cost", parse_cost, problems)
+    fixtures = _parsed(env, "fixtures", parse_fixtures, problems)
     partial_text = raw_input(env, "allow-partial") or "false"
     if partial_text not in _TRUE + _FALSE:
         problems.append(
@@ -270,6 +290,7 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> ActionInputs:
         mode=mode,  # type: ignore[arg-type]  # checked above
         shard=shard,
         max_cost=max_cost,
+        fixtures=fixtures,
         reports=reports,
         allow_partial=partial_text in _TRUE,
     )

@@ -23,6 +23,7 @@ from ..results import (
     CaseResult,
     RegradeInfo,
     Report,
+    RunFixtures,
     Simulation,
     SimulatorInfo,
     Summary,
@@ -83,6 +84,41 @@ def flips_line(info: RegradeInfo) -> str:
 
 
 # ------------------------------------------------------------------------ statuses
+
+
+def fixtures_line(fixtures: RunFixtures) -> str:
+    """The run's fixtures in one sentence (``--fixtures``): what was replayed, from
+    recordings of which date and model, what was recorded, missed or left unused."""
+    dates = fixtures.recorded_at
+    when = ""
+    if dates:
+        first, last = (d[:10] for d in dates)  # ISO dates, UTC
+        when = f" recorded on {first}" if first == last else f" recorded {first} to {last}"
+    models = sorted({m for names in fixtures.models.values() for m in names})
+    shown = f" ({', '.join(models)})" if models else ""
+    parts: list[str] = []
+    if fixtures.replayed or fixtures.mode == "replay":
+        parts.append(
+            f"Replayed from fixtures{when}{shown}: {plural(fixtures.replayed, 'model call')}"
+            + (", none sent" if not fixtures.recorded else "")
+        )
+    if fixtures.recorded or fixtures.mode in ("record", "update"):
+        files = plural(fixtures.written, "fixture file")
+        calls = plural(fixtures.recorded, "model call")
+        if parts:
+            parts.append(f"recorded {calls} live ({files} written)")
+        else:
+            on = f" on {when.split()[-1]}" if when and fixtures.written else ""
+            parts.append(f"Recorded {calls} live into fixtures{on}{shown}: {files} written")
+    if fixtures.missed:
+        parts.append(f"{plural(fixtures.missed, 'call')} not in the fixtures")
+    if fixtures.unused:
+        word = "dropped" if fixtures.mode == "update" else "no longer made"
+        parts.append(f"{plural(fixtures.unused, 'recorded call')} {word}")
+    text = "; ".join(parts) + f" ({fixtures.dir})"
+    if fixtures.replayed_cost_usd:
+        text += f"; recorded cost not spent: {cost(fixtures.replayed_cost_usd)}"
+    return text + "."
 
 
 def turn_status(turn: TurnResult) -> TurnStatus:

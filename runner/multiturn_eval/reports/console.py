@@ -231,8 +231,9 @@ class Console:
             self.write(f"    {self.clip(simulated, 300)}")
         turns = result.all_turns()
         turn_errors = {e for t in turns for e in t.errors}
+        misses = result.fixture.misses if result.fixture is not None else []
         for error in result.errors:
-            if error not in turn_errors:
+            if error not in turn_errors and error not in misses:  # a miss is shown whole below
                 self.write(f"    ✗ {self.clip(error, 300)}")
         if result.turns is not None:  # a legacy case's tracebacks are its turn's, shown below
             for line in self._traceback_lines(result.tracebacks, "    "):
@@ -243,6 +244,9 @@ class Console:
             if not turn.passed and not turn.skipped:
                 for line in self._turn_lines(turn):
                     self.write(line)
+        if misses:  # whole: the command is at the end
+            for miss in misses[:3]:
+                self.write(f"    ✗ {self.clip(miss, 1500)}")
         skipped = [t for t in turns if t.skipped]
         if skipped:
             reason = skipped[0].errors[0].removeprefix("skipped: ") if skipped[0].errors else ""
@@ -284,6 +288,8 @@ class Console:
         outcome = "passed" if s.failed == 0 and s.skipped == 0 and report.run.complete else "failed"
         summary = f"{', '.join(parts)} ({extra}) in {_seconds(report.run.duration_ms)}{state}"
         self.write(self._paint(outcome, summary))
+        if report.run.fixtures is not None:
+            self.write(self.clip(v.fixtures_line(report.run.fixtures), 600))
         self._write_comparisons(report)
         if self.verbosity >= 0 and written:
             self.write("reports: " + ", ".join(written.values()))

@@ -127,6 +127,8 @@ def _turn_meta(turn: TurnResult) -> str:
     judged = v.judge_usage(turn.judge_token_usage, turn.judge_cost_usd)
     if judged:
         parts.append(judged)
+    if turn.replayed is not None:
+        parts.append("replayed from the fixture" if turn.replayed else "not replayed")
     return " · ".join(parts)
 
 
@@ -532,6 +534,7 @@ def render_html(report: Report) -> str:
             else ""
         ),
         "regrade": clean(_regrade_line(report)),
+        "fixtures": clean(v.fixtures_line(report.run.fixtures)) if report.run.fixtures else "",
         "failures": f"{s.failed:,}",
         "changes": changes,
         "delta": delta,

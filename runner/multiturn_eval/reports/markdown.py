@@ -125,6 +125,10 @@ class _Block:
     """A simulated case: who played the user and how it ended."""
     chat: list[str] = field(default_factory=list)
     """A simulated case: the transcript, one paragraph per turn (instead of ``rows``)."""
+    misses: list[str] = field(default_factory=list)
+    """Model calls not in the fixtures (``--fixtures``), each in full."""
+    rerecord: str = ""
+    """The command that re-records the case, when a call missed."""
 
 
 @dataclass
@@ -466,7 +470,11 @@ def _block(case: CaseResult, limits: _Limits) -> _Block:
         where=_where(case),
         stats=stats,
         # case-level errors (a session that never opened); turn errors are in the table
-        errors=[md_text(e, limits.check) for e in case.errors if e not in turn_errors][:3],
+        errors=[
+            md_text(e, limits.check)
+            for e in case.errors
+            if e not in turn_errors and (case.fixture is None or e not in case.fixture.misses)
+        ][:3],  # a fixture miss is shown whole, with its re-record command, below
         rows=[] if case.simulation is not None else _rows(case, limits),
         simulation=_simulation_text(case, limits),
         chat=_chat(case, limits),
@@ -474,7 +482,23 @@ def _block(case: CaseResult, limits: _Limits) -> _Block:
             f"<b>{md_text(c.label, 60)}</b>: {md_text(c.text, limits.check)}"
             for c in v.conversation_checks(case)[: limits.checks]
         ],
+        **_misses(case, limits),
     )
+
+
+def _misses(case: CaseResult, limits: _Limits) -> dict[str, Any]:
+    """The block's fixture misses, whole (the first difference and the re-record command
+    are the point of them), the command once, as code."""
+    fixture = case.fixture
+    if fixture is None or not fixture.misses:
+        return {}
+    command = fixture.rerecord or ""
+    tail = f". Re-record this test case: {command}"
+    shown = []
+    for message in fixture.misses[: limits.checks]:
+        text = message.removeprefix("not in the fixtures: ")
+        shown.append(md_text(text.removesuffix(tail) if command else text, limits.check * 4))
+    return {"misses": shown, "rerecord": md_code(command, 600) if command else ""}
 
 
 def _simulation_text(case: CaseResult, limits: _Limits) -> str:
@@ -554,6 +578,11 @@ def _omitted_note(count: int, links: v.RunLinks | None) -> str:
     )
 
 
+def _fixtures_line(report: Report) -> str:
+    fixtures = report.run.fixtures
+    return f"🎞️ {md_text(v.fixtures_line(fixtures), 1200)}" if fixtures is not None else ""
+
+
 def _scope_notice(report: Report) -> str:
     """A shard's partial view, and a spend cap that kept test cases from starting."""
     parts = []
@@ -597,6 +626,7 @@ def render_markdown(report: Report) -> str:
             )
             if n
         ),
+        "fixtures": _fixtures_line(report),
         "regrade": render_regrade(report.regrade) if report.regrade is not None else "",
         "comparison": render_comparison(report.baseline) if report.baseline is not None else "",
         "blocks": [],

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from ..backends.chat import StructuredRequest, priced, structured
 from ..errors import BackendError
+from ..in_flight import USER_TURN
 from ..pricing import judge_provider, price_for
 from ..retry import RetryPolicy, Sleep, retry_note
 from ..types import TokenUsage
@@ -44,12 +45,10 @@ if TYPE_CHECKING:
     from ..grading.judges.service import JudgeService, ResolvedJudge
     from ..loaded import ResolvedSimulator
     from ..suite import ModelPrice
+    from ..suite.blocks import FixturesMode
 
 Endpoint = tuple[str, str | None, str, str | None]
 """(backend, base_url, api_key, api_version): one client."""
-
-USER_TURN: ContextVar[int | None] = ContextVar("multiturn_eval_user_turn", default=None)
-"""The turn (0-based) the simulated user's call in flight is for; None outside one."""
 
 WHO = "the simulated user"
 """How a structured reply that does not fit names who gave it."""
@@ -74,9 +73,14 @@ def request_of(ask: StructuredAsk, model: str, max_tokens: int, who: str) -> Str
 class SimulatorService:
     """The simulated users' model clients of one run (its lifetime: the run)."""
 
-    def __init__(self, *, timeout: float = 120.0, sleep: Sleep | None = None) -> None:
+    def __init__(
+        self, *, timeout: float = 120.0, sleep: Sleep | None = None, fixtures: FixturesMode = "off"
+    ) -> None:
         self.timeout = timeout
         self._sleep = sleep
+        self.fixtures: FixturesMode = fixtures
+        """The run's fixtures mode (off: none): each client answers from and records into the
+        running test case's fixture (a missing API key is then no error: see replay)."""
         self._clients: dict[Endpoint, ChatClient] = {}
         self.requests_made = 0
         """Simulated-user model calls made (the tests and the benchmark read it)."""
@@ -85,18 +89,21 @@ class SimulatorService:
         """The client of ``endpoint`` (built on first use; its SDK imported then)."""
         client = self._clients.get(endpoint)
         if client is None:
+            from ..backends.base import NO_KEY_REPLAY
             from ..grading.judges.clients import chat_client
 
             backend, base_url, api_key, api_version = endpoint
             client = self._clients[endpoint] = chat_client(
                 backend,
                 base_url,
-                api_key,
+                api_key or NO_KEY_REPLAY,
                 api_version,
                 self.timeout,
                 side="user",
                 block="user_simulator",
             )
+            if self.fixtures != "off":
+                client.use_fixtures(self.fixtures, live=bool(api_key))
         return client
 
     def prepare(self, endpoints: Iterable[Endpoint]) -> None:

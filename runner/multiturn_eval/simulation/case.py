@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -87,6 +87,11 @@ class CaseInfo:
     pricing: Mapping[str, ModelPrice] | None
     suite_judge: JudgeConfig | None
     case_judge: JudgeConfig | None
+    keyless: bool = False
+    """Fixtures replay or update: the fidelity judge needs no API key (the fixture answers)."""
+    left_recording: Callable[[int], str | None] | None = None
+    """With fixtures: why the simulated user's calls for turn i (0-based) left the
+    recording, or None (the conversation then ends as ``diverged``)."""
 
 
 @dataclass
@@ -215,11 +220,13 @@ async def run_simulation(
                 turn_timeout=case.turn_timeout,
                 opening=user.opening,
                 scripted=scripted,
+                left_recording=case.left_recording,
             )
         simulation = run.simulation.model_copy(
             update={"digest": plan.digest or None, "silent_end": _silent(run.steps)}
         )
-        if not run.sources and not simulation.invalid:  # nothing was sent: nothing was tested
+        # nothing was sent: nothing was tested (a replay that diverged says so itself)
+        if not run.sources and not simulation.invalid and simulation.outcome != "diverged":
             simulation = simulation.model_copy(
                 update={
                     "outcome": "invalid_simulation",
@@ -228,7 +235,8 @@ async def run_simulation(
                 }
             )
         part = SimulatedPart(simulation, run.sources, list(run.warnings), fatal=run.fatal)
-        if plan.fidelity and run.fatal is None and simulation.outcome != "invalid_simulation":
+        judged = simulation.outcome not in ("invalid_simulation", "diverged")
+        if plan.fidelity and run.fatal is None and judged:
             await _judge_fidelity(part, plan, run.steps, case, judges)
         return part
 
@@ -252,7 +260,7 @@ async def _judge_fidelity(
 
     if not steps:
         return
-    judge = resolve(merge_levels(case.suite_judge, case.case_judge), case.env)
+    judge = resolve(merge_levels(case.suite_judge, case.case_judge), case.env, keyless=case.keyless)
     user = plan.user
     try:
         fidelity = await judge_fidelity(

@@ -168,10 +168,15 @@ def merge_simulator(
 
 
 def resolve_simulator(
-    merged: MergedSimulator, env: Mapping[str, str], *, key_needed: bool = True
+    merged: MergedSimulator,
+    env: Mapping[str, str],
+    *,
+    key_needed: bool = True,
+    keyless: bool = False,
 ) -> tuple[ResolvedSimulator | None, list[Issue]]:
     """The simulator to run, or the issues that stop it (``key_needed=False``: a regrade,
-    which never calls the simulator, needs no API key)."""
+    which never calls the simulator, needs no API key; ``keyless``: fixtures replay or
+    update answer its calls, so a missing key is ``""`` and its client makes no live call)."""
     from ..grading.judges.service import ENV_KEYS, ENV_URLS, PACKAGES
 
     values = merged.values
@@ -214,6 +219,8 @@ def resolve_simulator(
             )
         )
     api_key = values.get("api_key") or env.get(ENV_KEYS[backend]) or None
+    if api_key is None and keyless:
+        api_key = ""
     if api_key is None and key_needed:
         issues.append(
             Issue(
@@ -325,13 +332,15 @@ def fidelity_judge_issue(
     case_judge: JudgeConfig | None,
     env: Mapping[str, str],
     path: Path_,
+    *,
+    keyless: bool = False,
 ) -> Issue | None:
     """``fidelity: true`` needs the suite's (or the case's) ``judge:`` to resolve."""
     from ..errors import JudgeConfigProblem
     from ..grading.judges.service import merge_levels, resolve
 
     try:
-        resolve(merge_levels(suite_judge, case_judge), env)
+        resolve(merge_levels(suite_judge, case_judge), env, keyless=keyless)
     except JudgeConfigProblem as exc:
         return Issue(
             path, f"fidelity: true judges each simulated message with the suite's judge: {exc}"
@@ -375,15 +384,19 @@ def check_case(
     suite_judge: JudgeConfig | None = None,
     case_judge: JudgeConfig | None = None,
     simulator_called: bool = True,
+    keyless: bool = False,
 ) -> tuple[CaseSimulation | None, list[Issue]]:
     """Every load-time rule of one simulated test case (``case_path``: ``("test_cases", i)``).
 
     ``simulator_called=False`` (regrade: the recorded conversation is replayed) skips
-    what only a call needs: the API key, the fidelity judge.
+    what only a call needs: the API key, the fidelity judge. ``keyless`` (fixtures replay
+    and update): a missing API key of the simulator or the fidelity judge is no issue.
     """
     issues = case_shape_issues(user, case_path, has_turns=has_turns, has_input=has_input)
     merged = merge_simulator(defaults, user.simulator, case_path=case_path)
-    resolved, problems = resolve_simulator(merged, env, key_needed=simulator_called)
+    resolved, problems = resolve_simulator(
+        merged, env, key_needed=simulator_called, keyless=keyless
+    )
     issues.extend(problems)
     require_goal, fidelity = effective_flags(user, defaults)
     factory: Callable[..., Any] | None = None
@@ -402,7 +415,7 @@ def check_case(
             if user.fidelity is not None
             else ("user_simulator", "fidelity")
         )
-        issue = fidelity_judge_issue(suite_judge, case_judge, env, where)
+        issue = fidelity_judge_issue(suite_judge, case_judge, env, where, keyless=keyless)
         if issue is not None:
             issues.append(issue)
     if issues or resolved is None:

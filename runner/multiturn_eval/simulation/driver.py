@@ -36,6 +36,15 @@ whose warnings name the turn. A 401/403 from an LLM simulator ends it too and is
 handed back in
 :attr:`SimulationRun.fatal`: the caller stops the run (exit 3), as for an agent's
 or a judge's refused key.
+
+**Replaying fixtures** (``--fixtures replay``): while the simulator works out the
+message of turn i, :data:`~multiturn_eval.in_flight.USER_TURN` is i, so its model
+calls (and a Python simulator's own ``httpx`` calls) are recorded and replayed as
+the ``user`` side's at that turn. When such a call is not in the fixture (the
+conversation it answers is not the recorded one: the agent's reply changed), the
+``left_recording`` hook says why and the conversation ends at once with the
+outcome ``diverged`` -- the case's error, never a user turn that answers a reply
+the recording never gave.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import FatalBackendError
+from ..in_flight import USER_TURN
 from ..results import sum_costs
 from ..retry import turn_deadline
 from ..sanitize import clean_text
@@ -176,6 +186,9 @@ class _Driver:
     fatal: FatalBackendError | None = None
     scripted_dead: str | None = None
     """Why the session was already over after the scripted turns."""
+    left_recording: Callable[[int], str | None] | None = None
+    """With fixtures: why the simulator's calls for turn i (0-based) left the recording
+    (None: they did not)."""
 
     def finish(self, outcome: SimulationOutcome, reason: str | None) -> SimulationRun:
         info: SimulatorInfo = self.simulator.info
@@ -221,6 +234,7 @@ class _Driver:
         """The simulator's next step, bounded by the turn timeout; faults as values."""
         label = self.simulator.label
         turn = len(self.sources) + 1
+        token = USER_TURN.set(turn - 1)
         try:
             async with asyncio.timeout(self.turn_timeout) as deadline:
                 with turn_deadline(self.turn_timeout):
@@ -236,6 +250,8 @@ class _Driver:
             step = Step(None, f"{label} {why} for turn {turn}")
         except Exception as exc:  # a bug on our side of the simulator: this case only
             step = Step(None, f"{label}: internal error: {error_text(exc)}")
+        finally:
+            USER_TURN.reset(token)
         if step.usage is not None:
             self.usages.append(step.usage)
         self.costs.append(step.cost_usd)
@@ -272,7 +288,11 @@ class _Driver:
                 return self.finish("agent_error", dead)
         while self.sent < self.max_turns:
             before = tuple(self.conversation)
-            turn = self.checked(await self.ask())
+            step = await self.ask()
+            left = self.left_recording(len(self.sources)) if self.left_recording else None
+            if left is not None:  # the fixture's user answered another conversation
+                return self.finish("diverged", left)
+            turn = self.checked(step)
             if isinstance(turn, str):
                 return self.finish("invalid_simulation", turn)
             if turn.message is None:  # done without a message: ends at once
@@ -302,17 +322,20 @@ async def simulate(
     turn_timeout: float | None,
     opening: str | None = None,
     scripted: Sequence[tuple[str, AgentAnswer]] = (),
+    left_recording: Callable[[int], str | None] | None = None,
 ) -> SimulationRun:
     """Run the simulated part of a test case (see the module docstring).
 
     ``scripted`` are the scripted turns already sent (their input and answer, in
-    order); ``opening`` is only for a case without them.
+    order); ``opening`` is only for a case without them; ``left_recording``: the
+    fixtures' word on the simulator's calls of a turn (see "Replaying fixtures").
     """
     if max_turns < 1:
         raise ValueError(f"max_turns must be at least 1, got {max_turns}")
     if opening is not None and scripted:
         raise ValueError("an opening is only for a test case without scripted turns")
     driver = _Driver(simulator, send, goal, max_turns, turn_timeout)
+    driver.left_recording = left_recording
     for text, answer in scripted:
         dead = driver.take(text, answer, "scripted")
         driver.scripted_dead = driver.scripted_dead or dead

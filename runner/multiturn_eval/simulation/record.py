@@ -14,12 +14,15 @@ judge's verdicts. The rules:
   raised, returned garbage or never returned; or the fidelity judge failed one of
   its messages). An invalid simulation says nothing about the agent: with one run
   the test case errors with that reason; with ``--repeat`` the run is left out of
-  pass^k (:func:`counts_for_agent`).
+  pass^k (:func:`counts_for_agent`). ``diverged`` (``--fixtures replay``): the
+  simulated user's call for a turn is not in the fixture -- the conversation it
+  would answer is not the recorded one -- so the replay stopped there; the case
+  errors with the fixture's miss ("diverged at turn k" and the first difference).
 - **user_goal** (:func:`user_goal_metric`): a conversation-level metric (the
   evaluators' :class:`~multiturn_eval.results.MetricResult`, ``kind: standard``,
   ``scope: conversation``) that passes only when the outcome is ``goal_met``;
-  ``require_goal: false`` leaves it out. On an invalid simulation it errors
-  ("not judged"), so it never passes on one.
+  ``require_goal: false`` leaves it out. On an invalid simulation (or a diverged
+  replay) it errors ("not judged"), so it never passes on one.
 """
 
 from __future__ import annotations
@@ -83,12 +86,17 @@ def user_goal_metric(simulation: Simulation, require_goal: bool) -> MetricResult
         return None
     outcome = simulation.outcome
     details: dict[str, object] = {"outcome": outcome}
-    if outcome == "invalid_simulation":
+    if outcome in ("invalid_simulation", "diverged"):
+        why = (
+            f"the simulation is invalid: {simulation.reason or outcome}"
+            if outcome == "invalid_simulation"
+            else "the replay left the fixture (see the test case's error)"
+        )
         return MetricResult(
             metric_name=USER_GOAL,
             kind="standard",
             passed=False,
-            error=f"not judged: the simulation is invalid: {simulation.reason or outcome}",
+            error=f"not judged: {why}",
             details=details,
             scope="conversation",
         )

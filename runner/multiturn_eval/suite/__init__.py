@@ -44,7 +44,7 @@ from .agents import (
     SemanticKernelAgent,
     ToolSpec,
 )
-from .blocks import ExecutionConfig, JudgeConfig, ModelPrice, RetryConfig
+from .blocks import ExecutionConfig, FixturesConfig, JudgeConfig, ModelPrice, RetryConfig
 from .cases import (
     CONVERSATION_KEYS,
     TURN_KEYS,
@@ -114,6 +114,7 @@ __all__ = [
     "ExpectedTool",
     "ExpectedToolItem",
     "FileRef",
+    "FixturesConfig",
     "FuzzyMatcher",
     "HttpAgent",
     "JudgeConfig",
@@ -207,6 +208,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     AzureConfig,
     OpenAIAgent,
     ExecutionConfig,
+    FixturesConfig,
     ModelPrice,
     Suite,
 )

@@ -14,6 +14,29 @@ from pydantic import Field
 
 from .common import URL_PATTERN, _Strict
 
+FixturesMode = Literal["off", "replay", "record", "update"]
+
+
+class FixturesConfig(_Strict):
+    """Recorded model traffic (``--fixtures``, ``--fixtures-dir``; docs/fixtures.md)."""
+
+    mode: FixturesMode | None = Field(
+        default=None,
+        description=(
+            "off (default): every call live; replay: every model call answered from the "
+            "fixtures, no API key needed, nothing sent; record: every call live, the selected "
+            "test cases' fixtures rewritten; update: replay what matches, record the rest."
+        ),
+    )
+    dir: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "The root holding one folder per suite (DIR/<suite file stem>/), relative to the "
+            "suite file (default: fixtures/ next to it)."
+        ),
+    )
+
 
 class ExecutionConfig(_Strict):
     """Run settings; the command line overrides them, they override the environment."""
@@ -49,6 +72,9 @@ class ExecutionConfig(_Strict):
             "Spend cap in US dollars (as --max-cost): once the estimated spend reaches it, "
             "no new test case starts."
         ),
+    )
+    fixtures: FixturesConfig | None = Field(
+        default=None, description="Recorded model traffic: mode and directory (--fixtures)."
     )
 
 

@@ -22,6 +22,12 @@ De-duplication: within a run an identical judge request (same backend, endpoint,
 key, model, temperature, max_tokens, scale and prompt text) is one call; concurrent
 identical requests wait for the same in-flight call. Only the turn that made the
 call counts its usage and cost; the others show ``details.deduplicated: true``.
+
+With fixtures (``--fixtures``), the de-duplication moves below them: every test
+case makes its own judge call through its own fixture (so a call shared by two
+cases is in both fixtures, and ``-k`` replays one case alone), and identical
+*live* calls are still made once (:class:`SharedCalls`); the first test case to ask
+counts the usage, as without fixtures.
 """
 
 from __future__ import annotations
@@ -35,10 +41,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from ...backends.chat import Structured, StructuredRequest
+from ...backends.base import NO_KEY_REPLAY
+from ...backends.chat import Exchange, Side, Structured, StructuredRequest
 from ...errors import BackendError, FatalBackendError, JudgeConfigProblem
 from ...retry import OnRetry, RetryPolicy, Sleep, retry_note, turn_deadline
 from ...suite import JudgeConfig, RetryConfig
+from ...suite.blocks import FixturesMode
 from ...types import TokenUsage
 from .clients import JudgeClient, JudgeRequest, make_client
 
@@ -76,8 +84,15 @@ def merge_levels(*levels: JudgeConfig | None) -> dict[str, Any]:
     return merged
 
 
-def resolve(merged: Mapping[str, Any], env: Mapping[str, str]) -> ResolvedJudge:
-    """The judge to call; JudgeConfigProblem when a required key is missing."""
+def resolve(
+    merged: Mapping[str, Any], env: Mapping[str, str], *, keyless: bool = False
+) -> ResolvedJudge:
+    """The judge to call; JudgeConfigProblem when a required key is missing.
+
+    ``keyless``: fixtures replay (or update) answer the judge's calls from recordings, so a
+    missing API key is not a problem: ``api_key`` is then ``""`` and the client can make no
+    live call (:class:`JudgeService` builds it so).
+    """
     backend = merged.get("backend") or DEFAULT_BACKEND
     model = merged.get("model")
     if not model:
@@ -87,6 +102,8 @@ def resolve(merged: Mapping[str, Any], env: Mapping[str, str]) -> ResolvedJudge:
             "judge.model",
         )
     key = merged.get("api_key") or env.get(ENV_KEYS[backend]) or None
+    if key is None and keyless:
+        key = ""
     if key is None:
         raise JudgeConfigProblem(
             f"no API key for the {backend} judge: set {ENV_KEYS[backend]} "
@@ -173,17 +190,66 @@ _Call = Callable[[RetryPolicy, OnRetry], Awaitable[Structured]]
 """One judge request, given its retry policy and retry-note callback."""
 
 
-class JudgeService:
-    """Clients and the de-duplication cache of one run (its lifetime: the run)."""
+class SharedCalls:
+    """Identical live calls made once: concurrent ones wait for the same call, later ones
+    get its answer (a 2xx only: a failure is not kept, the next asker tries again)."""
 
-    def __init__(self, *, timeout: float = 120.0, sleep: Sleep | None = None) -> None:
+    def __init__(self) -> None:
+        self._calls: dict[bytes, asyncio.Future[tuple[int, Any]]] = {}
+
+    def __call__(self, inner: Exchange) -> Exchange:
+        async def shared(side: Side, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+            digest = hashlib.sha256(path.encode())
+            digest.update(json.dumps(body, sort_keys=True, default=str).encode())
+            key = digest.digest()
+            future = self._calls.get(key)
+            if future is None:
+                future = self._calls[key] = asyncio.ensure_future(inner(side, path, body))
+                future.add_done_callback(lambda done: self._forget(key, done))
+            return await asyncio.shield(future)
+
+        return shared
+
+    def _forget(self, key: bytes, done: asyncio.Future[tuple[int, Any]]) -> None:
+        if done.cancelled() or done.exception() is not None or not 200 <= done.result()[0] < 300:
+            self._calls.pop(key, None)
+
+    def cancel(self) -> None:
+        for future in self._calls.values():
+            if not future.done():
+                future.cancel()
+        self._calls.clear()
+
+
+class JudgeService:
+    """Clients and the de-duplication cache of one run (its lifetime: the run).
+
+    ``fixtures``: the run's fixtures mode for its judges (off: none); it decides what a
+    judge call made outside any test case gets (refused in replay). Inside a test case,
+    the case's own fixture decides (:mod:`multiturn_eval.fixtures`).
+    """
+
+    def __init__(
+        self, *, timeout: float = 120.0, sleep: Sleep | None = None, fixtures: FixturesMode = "off"
+    ) -> None:
         self.timeout = timeout
         self._sleep = sleep
+        self.fixtures: FixturesMode = fixtures
         self._clients: dict[tuple[str, str | None, str, str | None], JudgeClient] = {}
         self._calls: dict[bytes, asyncio.Future[JudgeOutcome]] = {}
         """Request digest -> its call (in flight or done); digests, not prompts, stay in memory."""
+        self._claimed: set[bytes] = set()
+        """With fixtures: the requests some test case has already counted the usage of."""
+        self._shared = SharedCalls()
         self.requests_made = 0
         """Judge calls actually started (after de-duplication)."""
+
+    def _make(self, key: tuple[str, str | None, str, str | None]) -> JudgeClient:
+        backend, base_url, api_key, api_version = key
+        client = make_client(backend, base_url, api_key or NO_KEY_REPLAY, api_version, self.timeout)
+        if self.fixtures != "off":
+            client.client.use_fixtures(self.fixtures, live=bool(api_key), share=self._shared)
+        return client
 
     def client(self, request: JudgeRequest) -> JudgeClient:
         """The client of the request's endpoint (built on first use); its ``client.exchange``
@@ -195,7 +261,7 @@ class JudgeService:
     def _client(self, key: tuple[str, str | None, str, str | None]) -> JudgeClient:
         client = self._clients.get(key)
         if client is None:
-            client = self._clients[key] = make_client(*key, self.timeout)
+            client = self._clients[key] = self._make(key)
         return client
 
     def prepare(self, endpoints: Iterable[tuple[str, str | None, str, str | None]]) -> None:
@@ -207,7 +273,7 @@ class JudgeService:
         """
         for key in endpoints:
             if key not in self._clients:
-                self._clients[key] = make_client(*key, self.timeout)
+                self._clients[key] = self._make(key)
 
     async def judge(self, request: JudgeRequest, retry: RetryConfig) -> tuple[JudgeOutcome, bool]:
         """(outcome, fresh): fresh is False when an identical request already made the call.
@@ -236,6 +302,12 @@ class JudgeService:
         )
 
     async def _once(self, key: bytes, call: _Call, retry: RetryConfig) -> tuple[JudgeOutcome, bool]:
+        if self.fixtures != "off":
+            # every test case calls through its own fixture; SharedCalls makes identical
+            # live calls once; the first case to ask counts the usage
+            fresh = key not in self._claimed
+            self._claimed.add(key)
+            return await self._call(call, retry), fresh
         future = self._calls.get(key)
         fresh = future is None
         if future is None:
@@ -257,10 +329,15 @@ class JudgeService:
             except FatalBackendError:
                 raise
             except BackendError as exc:
+                from ...fixtures.cassette import FixtureMissError
+
+                if isinstance(exc, FixtureMissError):  # not in the fixtures: said as it is
+                    return JudgeOutcome(None, str(exc), tuple(notes))
                 return JudgeOutcome(None, f"the judge call failed: {exc}", tuple(notes))
         return JudgeOutcome(reply, None, tuple(notes))
 
     async def aclose(self) -> None:
+        self._shared.cancel()
         for future in self._calls.values():
             if not future.done():
                 future.cancel()

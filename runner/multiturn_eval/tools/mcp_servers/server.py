@@ -478,7 +478,12 @@ async def _http_streams(
 
 
 def _watched_transport(httpx: Any, on_broken: Callable[[BaseException], None]) -> Any:
-    """An httpx transport that reports a POST whose connection or response stream broke."""
+    """An httpx transport that reports a POST whose connection or response stream broke.
+
+    Its requests go past the fixtures' interception of httpx (``--fixtures``): an MCP
+    server's tools run live in every mode, as the suite's Python tools do.
+    """
+    from ...fixtures.transport import bypass
 
     class WatchedStream(httpx.AsyncByteStream):  # type: ignore[misc]
         def __init__(self, inner: Any) -> None:
@@ -502,7 +507,8 @@ def _watched_transport(httpx: Any, on_broken: Callable[[BaseException], None]) -
         async def handle_async_request(self, request: Any) -> Any:
             post = request.method == "POST"
             try:
-                response = await self._inner.handle_async_request(request)
+                with bypass():  # a tool call, not model traffic: never in the fixtures
+                    response = await self._inner.handle_async_request(request)
             except httpx.TransportError as exc:
                 if post:
                     on_broken(exc)
