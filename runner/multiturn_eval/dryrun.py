@@ -65,22 +65,14 @@ class SuitePlan:
 def suite_plan(planned: PlannedSuite) -> SuitePlan:
     from .pricing import agent_provider, price_for
     from .spend import PRICED_BACKENDS
-    from .suite import JudgeEvaluation
 
     loaded = planned.loaded
     agent = loaded.suite.agent
     repeat = max(1, planned.settings.repeat)
-    turns = sum(len(loaded.suite.test_cases[i].effective_turns()) for i in planned.indices)
+    cases = loaded.cases  # the index: no test case is read
+    turns = sum(cases.turns(i) for i in planned.indices)
     calls = turns * repeat
-    judge_calls = 0
-    for i in planned.indices:
-        case = loaded.suite.test_cases[i]
-        for turn in case.effective_turns():
-            evaluations = loaded.evaluations_for(case, turn)
-            judge_calls += sum(1 for e in evaluations if isinstance(e, JudgeEvaluation))
-        judge_calls += sum(
-            1 for e in case.conversation_evaluations or [] if isinstance(e, JudgeEvaluation)
-        )
+    judge_calls = sum(cases.entry(i).judge_calls for i in planned.indices)
     rounds = getattr(agent, "max_tool_rounds", None)
     per_turn = rounds + 1 if agent.backend in PRICED_BACKENDS and agent.tools and rounds else 1
     bound: float | None = None
@@ -122,12 +114,13 @@ def _no_bound(backend: str, model: str | None, priced: bool, max_tokens: int | N
 
 
 def _case_line(planned: PlannedSuite, index: int) -> str:
-    loaded = planned.loaded
-    case = loaded.suite.test_cases[index]
-    line = loaded.case_line(index)
-    where = f" (line {line})" if line else ""
-    tags = f", tags: {', '.join(case.tags)}" if case.tags else ""
-    return f"{loaded.case_name(index)}{where}: {_plural(len(case.effective_turns()), 'turn')}{tags}"
+    entry = planned.loaded.cases.entry(index)
+    if entry.file is not None:  # a case of the test_cases_file: its file and line
+        where = f" ({entry.file}:{entry.line})"
+    else:
+        where = f" (line {entry.line})" if entry.line else ""
+    tags = f", tags: {', '.join(entry.tags)}" if entry.tags else ""
+    return f"{entry.name}{where}: {_plural(entry.turns, 'turn')}{tags}"
 
 
 def _plural(n: int, word: str) -> str:

@@ -315,9 +315,9 @@ class _Pipeline:
             chosen = set(planned.indices)
             kept = {i for (s, i) in self.state.kept if s == position}
             loaded = planned.loaded
-            for i in range(len(loaded.suite.test_cases)):
+            for i, name in enumerate(loaded.cases.names()):
                 if i not in chosen and i not in kept:
-                    out.add((loaded.display_path, loaded.case_name(i)))
+                    out.add((loaded.display_path, name))
         return out
 
     def _annotate_run(self, report: Report) -> None:

@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .errors import ConfigIssue
-from .yaml_source import format_path
 
 if TYPE_CHECKING:
     from .loaded import PlannedSuite
@@ -82,7 +81,7 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
         if cap is None or not planned.indices:
             continue
         loaded = planned.loaded
-        for (model, provider), where in loaded.judge_models.items():
+        for (model, provider), (file, line, where) in loaded.judge_models.items():
             if price_for(model, loaded.suite.pricing, provider=provider) is None:
                 issues.append(
                     ConfigIssue(
@@ -90,9 +89,9 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
                         f"a spend cap ({dollars(cap)}) cannot be kept; give its price under "
                         "'pricing:' (US dollars per million tokens: input, output), or drop "
                         "--max-cost",
-                        file=loaded.display_path,
-                        line=loaded.document.line_of(where),
-                        field=format_path(where),
+                        file=file,
+                        line=line,
+                        field=where,
                     )
                 )
         agent = loaded.suite.agent
