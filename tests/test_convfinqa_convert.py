@@ -283,3 +283,33 @@ def test_the_committed_suites_match_the_json_schema_their_first_line_names() -> 
             check=False,
         )
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_jsonl_holds_the_yaml_suites_test_cases_one_per_line(tmp_path: Path) -> None:
+    inline, lines = tmp_path / "inline.yaml", tmp_path / "cases" / "subset.jsonl"
+    assert run_convert(str(SUBSET), "-o", str(inline)).returncode == 0
+    result = run_convert(str(SUBSET), "--jsonl", str(lines), "-o", str(tmp_path / "suite.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().endswith(": 20 test cases, 77 turns")
+    suite = load(tmp_path / "suite.yaml")
+    assert suite["test_cases_file"] == "cases/subset.jsonl" and "test_cases" not in suite
+    assert {k: v for k, v in load(inline).items() if k != "test_cases"} == {
+        k: v for k, v in suite.items() if k != "test_cases_file"
+    }
+    written = [json.loads(text) for text in lines.read_text(encoding="utf-8").splitlines()]
+    assert written == load(inline)["test_cases"]
+    checked = validate(tmp_path / "suite.yaml")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "20 test cases (from " in checked.stdout
+
+
+def test_a_bad_record_leaves_no_jsonl_behind(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    good = records(SUBSET)["Single_MRO/2007/page_134.pdf-1"]
+    bad.write_text(
+        json.dumps({"dev": [good, {"id": "r1", "doc": {"table": {}}}]}), encoding="utf-8"
+    )
+    out = tmp_path / "cases.jsonl"
+    result = run_convert(str(bad), "--jsonl", str(out), "-o", str(tmp_path / "x.yaml"))
+    assert result.returncode == 2 and "record 'r1'" in result.stderr
+    assert list(tmp_path.iterdir()) == [bad]
