@@ -417,6 +417,29 @@ def test_neither_test_cases_nor_a_file_is_an_error(project: Project) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("gone.jsonl", "file not found: gone.jsonl"),
+        ("data/gone.jsonl", "file not found: data/gone.jsonl"),
+        ("''", "is a directory, not a file: ."),
+        ("data", "is a directory, not a file: data"),
+        ("3", "input should be a valid string"),
+        ("[a.jsonl, b.jsonl]", "input should be a valid string"),
+        ("{path: a.jsonl}", "input should be a valid string"),
+        ("true", "input should be a valid string"),
+    ],
+)
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_test_cases_file_that_is_not_a_file_name_is_located(
+    project: Project, value: str, expected: str, command: str
+) -> None:
+    (project.root / "data").mkdir()
+    project.write("suite.yaml", HEAD + f"test_cases_file: {value}\n")
+    assert errors(project, command) == [f"suite.yaml:4 test_cases_file: {expected}"]
+    assert not (project.root / "out").exists()
+
+
 def test_blank_lines_crlf_and_a_utf8_bom_are_fine(project: Project) -> None:
     data = (
         b"\xef\xbb\xbf" + GOOD.encode() + b"\r\n\r\n   \n" + line(name="second", input="q").encode()
