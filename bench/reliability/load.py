@@ -113,6 +113,7 @@ def main() -> int:
         print("| runner | cases | wall s | CPU ms/turn | peak RSS MiB | exit | reported |")
         print("|---|---:|---:|---:|---:|---:|---:|")
         results: dict[str, list[float]] = {}
+        rss: dict[str, list[tuple[int, float]]] = {}
         for cases in sizes:
             for label, root in roots:
                 row = measure(
@@ -121,6 +122,7 @@ def main() -> int:
                 ok = row["code"] in (0, 1) and row["reported"] == cases and row["complete"]
                 failures += not ok
                 results.setdefault(label, []).append(row["cpu_ms_per_turn"])
+                rss.setdefault(label, []).append((cases, row["rss_kb"]))
                 print(
                     f"| {label} | {cases:,} | {row['wall']:.1f} | {row['cpu_ms_per_turn']:.3f} | "
                     f"{row['rss_kb'] / 1024:.0f} | {int(row['code'])} | "
@@ -128,7 +130,12 @@ def main() -> int:
                     flush=True,
                 )
         new = results["new"]
-        print(f"CPU per turn, largest / smallest size: {max(new) / min(new):.2f}x")
+        if not args.validate:  # validate is mostly start-up at these sizes: no per-turn figure
+            print(f"CPU per turn, largest / smallest size: {max(new) / min(new):.2f}x")
+        (small, low), (large, high) = rss["new"][0], rss["new"][-1]
+        if large > small:
+            slope = (high - low) / (large - small) * 1024
+            print(f"peak RSS per case, {small:,} to {large:,}: {slope:,.0f} bytes")
         if "old" in results:
             ratios = [n / o for n, o in zip(new, results["old"], strict=True)]
             print("new / old CPU per turn: " + ", ".join(f"{r:.2f}" for r in ratios))
