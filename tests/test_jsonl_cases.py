@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from multiturn_eval import loader
+from multiturn_eval.errors import ConfigError
 from multiturn_eval.jsonl_source import MAX_LINE_BYTES
 from multiturn_eval.loader import MAX_FILE_ISSUES, load_suite
 from multiturn_eval.suite import TestCase
@@ -484,6 +485,70 @@ def test_context_numbers_are_plain_numbers(project: Project) -> None:
     value = case.context["table"]["2009"]
     assert type(value) is float and value == 206588.1
     assert type(case.context["table"]["n"]) is int
+
+
+# ------------------------------------------------------------------- mutants
+
+RICH = line(
+    name="rich",
+    tags=["a", "b"],
+    context={"table": {"2009": 206588.1, "rows": [1, 2, {"x": None}]}, "note": "caf\u00e9 \u2603"},
+    turns=[
+        {
+            "input": "what is 2 - 1?",
+            "ground_truth": 1.10,
+            "expected_tools": [{"name": "subtract", "args": {"a": {"fuzzy": "2"}, "b": 1}}],
+        },
+        {"input": "and 3?", "ground_truth": "3", "files": []},
+    ],
+)
+
+
+def _mutant(rng: random.Random, data: bytes) -> bytes:
+    """``data`` with one of: a byte replaced, a byte removed, bytes inserted, a cut."""
+    at = rng.randrange(len(data))
+    kind = rng.randrange(4)
+    if kind == 0:
+        return data[:at] + bytes([rng.randrange(256)]) + data[at + 1 :]
+    if kind == 1:
+        return data[:at] + data[at + 1 :]
+    if kind == 2:
+        return (
+            data[:at]
+            + rng.choice([b"{", b"[", b'"', b"\\", b",", b"\xff", b"\x00", b"\r"])
+            + data[at:]
+        )
+    return data[:at]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_mutant_line_loads_or_is_located_on_its_own_line(project: Project, seed: int) -> None:
+    """Each mutant of a good line is a line of one file between good lines: every problem
+    found is located at a mutant's line and its position, and the good lines load."""
+    rng = random.Random(seed)
+    good = RICH.encode()
+    mutants = [_mutant(rng, good).replace(b"\n", b" ") for _ in range(60)]
+    data = b"".join(m + b"\n" + good + b"\n" for m in mutants)
+    write(project, data)
+    try:
+        loaded = load_suite(project.root / "suite.yaml", {})
+    except ConfigError as exc:
+        issues = list(exc.issues)
+    else:
+        issues = []
+        assert len(loaded.cases) == 2 * len(mutants)
+    mutant_lines = {2 * i + 1 for i in range(len(mutants))}
+    for issue in issues:
+        if issue.line is None:  # the count after MAX_FILE_ISSUES
+            assert issue.file == FILE and "more problems in this file" in issue.message
+            continue
+        assert issue.file == FILE and issue.line in mutant_lines, str(issue)
+        assert issue.test_case is not None
+        assert issue.test_case.startswith(f"test_cases[{issue.line - 1}]"), str(issue)
+    # and every good line, read back, is the rich case
+    write(project, b"".join(good + b"\n" for _ in range(3)))
+    loaded = load_suite(project.root / "suite.yaml", {})
+    assert [loaded.cases.materialize(i).name for i in range(3)] == ["rich"] * 3
 
 
 # ------------------------------------------------------------------ running them
