@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from multiturn_eval import loader
-from multiturn_eval.errors import ConfigError
+from multiturn_eval.errors import CaseReadError, ConfigError
 from multiturn_eval.jsonl_source import MAX_LINE_BYTES
 from multiturn_eval.loader import MAX_FILE_ISSUES, load_suite
 from multiturn_eval.suite import TestCase
@@ -743,6 +743,30 @@ def test_a_line_edited_during_the_run_fails_that_case_only(project: Project) -> 
         "during the run); run again"
     ]
     assert cases[1]["turns"] == [] and cases[1]["line"] == 2 and cases[1]["file"] == FILE
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b'{"input": "q"', "the line is not JSON: Expecting ',' delimiter at column 14"),
+        (b'{"input": "q", "bogus": 1}', "bogus: unknown key"),
+        (b'{"input": "${NOT_SET_ANYWHERE}"}', "input: environment variable NOT_SET_ANYWHERE"),
+    ],
+)
+def test_the_reader_of_a_file_case_raises_a_located_case_read_error(
+    project: Project, data: bytes, expected: str
+) -> None:
+    """What ``materialize`` does with a line that no longer loads (its bytes were checked
+    first): one CaseReadError naming the file, the line and the field, which fails that case."""
+    write(project, [GOOD, GOOD])
+    loaded = load_suite(project.root / "suite.yaml", {})
+    assert loaded.cases.file is not None
+    with pytest.raises(CaseReadError) as caught:
+        loaded.cases.file.reader(1, 2, data)
+    assert str(caught.value).startswith(f"the test case no longer loads: {FILE}:2 test_cases[1]"), (
+        str(caught.value)
+    )
+    assert expected in str(caught.value)
 
 
 def test_a_file_case_survives_a_relative_path_and_a_changed_directory(

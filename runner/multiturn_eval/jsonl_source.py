@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .sanitize import has_surrogates
+from .sanitize import has_surrogates, json_kind
 from .scalars import written_number
 from .yaml_source import MAX_DEPTH, MAX_NUMBER_CHARS
 
@@ -183,16 +183,6 @@ def _surrogate_in(value: Any) -> bool:
     return False
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return "a string" if isinstance(value, str) else "an array"
-
-
 def parse_line(data: bytes) -> dict[str, Any]:
     """One line's test case as data; ValueError says why the line is not one."""
     try:
@@ -217,7 +207,7 @@ def parse_line(data: bytes) -> dict[str, Any]:
     if type(value) is not dict:
         raise ValueError(
             'a test case is a JSON object ({"name": ..., "turns": [...]}); this line is '
-            + _kind(value)
+            + json_kind(value)
         )
     if data.count(b"[") + data.count(b"{") > MAX_DEPTH and _depth_over(value, MAX_DEPTH):
         raise ValueError(f"nesting deeper than {MAX_DEPTH} levels of arrays and objects")

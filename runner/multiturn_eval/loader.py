@@ -678,24 +678,10 @@ def _read_case_line(
     if raw.problem is not None:
         broken([locator.issue(here, raw.problem)])
         return
-    try:
-        data: Any = parse_line(raw.data)
-    except ValueError as exc:
-        broken([locator.issue(here, str(exc))])
+    case = _case_of_line(raw.data, locator, env, loaded.secrets, unused)
+    if not isinstance(case, TestCase):
+        broken(case)
         return
-    locator.data = data
-    if b"$" in raw.data or b"\\u0024" in raw.data:
-        substituted: list[ConfigIssue] = []
-        data = _substitute(data, here, env, locator, substituted, loaded.secrets, unused)
-        if substituted:
-            broken(substituted)
-            return
-    try:
-        case = _validate_case(data)
-    except ValidationError as exc:
-        broken(validation_issues(exc, data, locator, here))
-        return
-    del data
     judge_calls = checks.case(case, index, locator)
     turns = len(case.turns) if case.turns is not None else 1
     cases.add(case.name, case.tags, turns, raw.number, judge_calls, raw.data, raw.offset)
@@ -716,17 +702,36 @@ def _file_case(
 ) -> TestCase:
     """A case of the test_cases_file read back when it runs: parsed, substituted, validated
     as at load (it passed then, and its bytes are unchanged, so it passes again)."""
-    locator = CaseLineLocator(shown, line, index)
-    issues: list[ConfigIssue] = []
+    case = _case_of_line(data, CaseLineLocator(shown, line, index), env, set(), unused)
+    if not isinstance(case, TestCase):
+        raise CaseReadError(f"the test case no longer loads: {case[0]}")
+    return case
+
+
+def _case_of_line(
+    data: bytes,
+    locator: CaseLineLocator,
+    env: Mapping[str, str],
+    secrets: set[str],
+    unused: Callable[[Path_], bool] | None,
+) -> TestCase | list[ConfigIssue]:
+    """One line of the test_cases_file parsed, its ``${VAR}`` replaced and validated: the
+    test case, or its problems (located on the line)."""
+    here: Path_ = ("test_cases", locator.index)
     try:
         value: Any = parse_line(data)
-        if b"$" in data or b"\\u0024" in data:
-            value = _substitute(value, ("test_cases", index), env, locator, issues, set(), unused)
+    except ValueError as exc:
+        return [locator.issue(here, str(exc))]
+    locator.data = value
+    if b"$" in data or b"\\u0024" in data:
+        issues: list[ConfigIssue] = []
+        value = _substitute(value, here, env, locator, issues, secrets, unused)
         if issues:
-            raise ValueError(str(issues[0]))
+            return issues
+    try:
         return _validate_case(value)
-    except ValueError as exc:  # a ValidationError too: the environment changed since loading
-        raise CaseReadError(f"{shown}:{line}: the test case no longer loads: {exc}") from None
+    except ValidationError as exc:
+        return validation_issues(exc, value, locator, here)
 
 
 def _read_schema(loaded: LoadedSuite, name: str) -> str | None:
