@@ -38,3 +38,20 @@ def latent(ctx: CaseContext) -> Latent:
 async def latent_async(ctx: CaseContext) -> Latent:
     """The same agent behind an async factory (called on the event loop, no thread hand-off)."""
     return latent(ctx)
+
+
+class TalkingUser:
+    """A python simulated user that answers after ``latency`` (async) and never ends."""
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+
+    async def next_message(self, conversation: Sequence[object]) -> str:
+        await asyncio.sleep(self.latency)
+        return f"message {len(conversation) // 2 + 1}: my order is W123"
+
+
+def talking_user(ctx: object) -> TalkingUser:
+    """The simulated user's factory (``context.latency``, default 50 ms)."""
+    context = getattr(ctx, "context", {})
+    return TalkingUser(float(context.get("latency", 0.05)))

@@ -62,27 +62,24 @@ print(json.dumps({{
 """
 
 
-FLOOR = """
+SDK_FLOOR = """
 import asyncio, json, os, time
 import anthropic
-from multiturn_eval.grading.judges.prompt import packaged_template, render
-from multiturn_eval.grading.judges.verdict import verdict_schema
+{setup}
 
 async def main():
     http = anthropic.DefaultAioHttpClient() if "{transport}" == "aiohttp" else None
     client = anthropic.AsyncAnthropic(api_key=os.environ["ANTHROPIC_API_KEY"],
         base_url=os.environ["ANTHROPIC_BASE_URL"], max_retries=0, http_client=http)
-    tool = {{"name": "record_verdict", "description": "x", "input_schema": verdict_schema("pass_fail")}}
     queue = asyncio.Queue()
-    for i in range({calls}):
-        queue.put_nowait(render(packaged_template(), rubric="The reply states the difference.",
-            scale="pass_fail", input=f"what is the difference, take {{i}}?", reply="The difference is 25587."))
+    for prompt in prompts({calls}):
+        queue.put_nowait(prompt)
     async def worker():
         while not queue.empty():
             prompt = queue.get_nowait()
             raw = await client.messages.with_raw_response.create(model="claude-haiku-4-5",
-                max_tokens=1024, messages=[{{"role": "user", "content": prompt}}], tools=[tool],
-                tool_choice={{"type": "tool", "name": "record_verdict"}})
+                max_tokens=1024, messages=[{{"role": "user", "content": prompt}}], tools=[TOOL],
+                tool_choice={{"type": "tool", "name": TOOL["name"]}}, **EXTRA)
             json.loads(raw.http_response.content)
     await client.messages.with_raw_response.create(model="claude-haiku-4-5", max_tokens=10,
         messages=[{{"role": "user", "content": "warm up"}}])
@@ -91,6 +88,20 @@ async def main():
     print(json.dumps({{"cpu": time.process_time() - t0, "wall": time.perf_counter() - w0}}))
 
 asyncio.run(main())
+"""
+"""Bare ``AsyncAnthropic`` requests of one forced tool, ``parallel`` at a time: the SDK's own
+client CPU per request. ``setup`` defines ``TOOL``, ``EXTRA`` (more keywords of
+``create``) and ``prompts(n)``."""
+
+JUDGE_SETUP = """
+from multiturn_eval.grading.judges.prompt import packaged_template, render
+from multiturn_eval.grading.judges.verdict import verdict_schema
+TOOL = {"name": "record_verdict", "description": "x", "input_schema": verdict_schema("pass_fail")}
+EXTRA = {}
+def prompts(n):
+    return [render(packaged_template(), rubric="The reply states the difference.",
+        scale="pass_fail", input=f"what is the difference, take {i}?",
+        reply="The difference is 25587.") for i in range(n)]
 """
 
 
@@ -106,7 +117,8 @@ def judge_env(url: str) -> dict[str, str]:
 
 def sdk_floor(calls: int, parallel: int, url: str, transport: str) -> dict[str, float]:
     data: dict[str, float] = child_json(
-        FLOOR.format(calls=calls, parallel=parallel, transport=transport), judge_env(url)
+        SDK_FLOOR.format(setup=JUDGE_SETUP, calls=calls, parallel=parallel, transport=transport),
+        judge_env(url),
     )
     return data
 

@@ -94,6 +94,8 @@ def converse(
     """Send the messages as the turns of one session of test case ``case``, then close it."""
 
     async def run() -> list[TurnReply | BackendError]:
+        if hasattr(backend, "start_tools"):  # the run's MCP servers, as the run starts them
+            await backend.start_tools()
         session = await backend.open_session(case_context(loaded, case))
         out: list[TurnReply | BackendError] = []
         try:

@@ -12,6 +12,7 @@ place per backend.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -631,6 +632,20 @@ test_cases:
 """
 
 
+def fenced(prompt: str, label: str) -> str | None:
+    """The text inside the data fence labelled ``label`` (the judges' and the simulated users'
+    :func:`~multiturn_eval.grading.judges.prompt.data_block`), as a careful reader finds it."""
+    start = prompt.find(f"=== DATA: {label}")
+    if start < 0:
+        return None
+    rest = prompt[prompt.index("\n", start) + 1 :]
+    fence = re.match(r"`{3,}", rest)
+    assert fence is not None
+    body_start = rest.index("\n") + 1
+    end = rest.find("\n" + fence.group(0) + "\n", body_start)
+    return rest[body_start:end] if end >= 0 else None
+
+
 __all__ = [
     "CASES",
     "FLAVORS",
@@ -639,6 +654,7 @@ __all__ = [
     "Malformed",
     "U",
     "cli_suite",
+    "fenced",
     "fixtures",
     "judge_fixtures",
 ]

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -100,16 +101,41 @@ def session_error(message: str = "SessionError: lost") -> AgentAnswer:
 # -------------------------------------------------------------------- python simulators
 
 
+CONTEXTS: list[SimulatorContext] = []
+"""Every SimulatorContext a factory here was called with (in order; :func:`reset` clears it)."""
+SEEN: list[tuple[str, int, tuple[ConversationMessage, ...]]] = []
+"""(test case, run index, the conversation) of every next_message() call here."""
+
+
+def reset() -> None:
+    CONTEXTS.clear()
+    SEEN.clear()
+
+
 class ScriptedUser:
-    """Says the items of ``ctx.context['say']`` in order (strings or UserTurn keyword dicts)."""
+    """Says the items of ``ctx.context['say']`` in order (strings or UserTurn keyword dicts);
+    with ``ctx.context['runs']`` (a list of such lists), the list of its run index.
+
+    An item ``{raise: text}`` raises ``ValueError(text)``; ``{sleep: s}`` sleeps (sync).
+    """
 
     def __init__(self, ctx: SimulatorContext) -> None:
-        self.items = list(ctx.context.get("say", []))
+        CONTEXTS.append(ctx)
+        self.ctx = ctx
+        runs = ctx.context.get("runs")
+        items = runs[ctx.run_index % len(runs)] if runs else ctx.context.get("say", [])
+        self.items = list(items)
         self.seen: list[tuple[ConversationMessage, ...]] = []
 
     def next_message(self, conversation: tuple[ConversationMessage, ...]) -> str | UserTurn:
         self.seen.append(conversation)
+        SEEN.append((self.ctx.test_case_name, self.ctx.run_index, conversation))
         item = self.items.pop(0)
+        if isinstance(item, dict) and "raise" in item:
+            raise ValueError(item["raise"])
+        if isinstance(item, dict) and "sleep" in item:
+            time.sleep(float(item["sleep"]))
+            return "late"
         return UserTurn(**item) if isinstance(item, dict) else item
 
 
@@ -191,3 +217,71 @@ def no_method(ctx: SimulatorContext) -> object:
 
 
 NOT_CALLABLE = 42
+
+
+# ------------------------------------------------- an LLM customer, played by the fake server
+
+_ENTRY = re.compile(
+    r"\[message \d+\] user:\n(?P<user>.*?)(?=\n\n\[message \d+\] |\Z)"
+    r"|\[message \d+\] agent: \(no reply\)"
+    r"|\[message \d+\] agent:\n=== DATA: [^\n]*\n(?P<fence>`{3,})text\n(?P<agent>.*?)\n(?P=fence)\n"
+    r"=== END DATA: [^\n]*",
+    re.DOTALL,
+)
+
+
+def _block(prompt: str, tag: str) -> list[str]:
+    found = re.search(f"<{tag}>\n(.*?)\n</{tag}>", prompt, re.DOTALL)
+    text = found.group(1) if found else ""
+    return [] if text in ("(none)", "(none given: write plainly)") else text.splitlines()
+
+
+def conversation_in(prompt: str) -> tuple[ConversationMessage, ...]:
+    """The conversation a simulated user's prompt shows (the packaged template's transcript)."""
+    start = prompt.index("decide only from what the agent has actually done.\n\n") + 51
+    end = prompt.index("\n\nAnswer with the `user_turn` tool")
+    messages: list[ConversationMessage] = []
+    for match in _ENTRY.finditer(prompt[start:end]):
+        if match.group("user") is not None:
+            messages.append(ConversationMessage(role="user", text=match.group("user")))
+        elif match.group("agent") is not None:
+            messages.append(ConversationMessage(role="agent", text=match.group("agent")))
+        else:
+            messages.append(ConversationMessage(role="agent", text="", error="no reply"))
+    return tuple(messages)
+
+
+def customer_fields(prompt: str) -> dict[str, Any]:
+    """What the support example's rule-based customer would answer to this prompt, as the
+    simulated user's structured reply: how the fake server plays an LLM customer."""
+    from examples.support.customer import Customer
+
+    known = dict(line[2:].split(": ", 1) for line in _block(prompt, "known"))
+    unknown = [line[2:] for line in _block(prompt, "unknown")]
+    persona = " ".join(_block(prompt, "persona")) or None
+    goal = " ".join(_block(prompt, "goal"))
+    ctx = SimulatorContext(
+        goal=goal,
+        persona=persona,
+        known=known,
+        unknown=tuple(unknown),
+        test_case_name="fake",
+        context={},
+        run_index=0,
+    )
+    conversation = conversation_in(prompt)
+    customer = Customer(ctx)
+    # the rule-based customer counts refusals as it goes: replay the conversation so far
+    said: str | UserTurn = ""
+    for i, message in enumerate(conversation):
+        if message.role == "agent":
+            said = customer.next_message(conversation[: i + 1])
+    said = customer.next_message(conversation) if not conversation else said
+    if isinstance(said, str):
+        return {"message": said, "done": False, "outcome": None, "reason": None}
+    return {
+        "message": said.message,
+        "done": said.done,
+        "outcome": said.outcome,
+        "reason": said.reason,
+    }

@@ -124,7 +124,7 @@ def test_a_key_of_every_agent_names_the_agents_not_their_shared_base(project: Pr
     error = one_error(project, "test_cases:\n  - input: x\n    tools: []\n")
     assert error == (
         "suite.yaml:6 test_cases[0] tools: 'tools' is not a key of a test case; it is a key of "
-        "the python agent (backend: python), the http agent (backend: http), the anthropic "
+        "an agent.mcp_servers entry, the python agent (backend: python), the http agent (backend: http), the anthropic "
         "agent (backend: anthropic), the semantic-kernel agent (backend: semantic-kernel), "
         "the openai agent (backend: openai)"
     )

@@ -18,7 +18,7 @@ from multiturn_eval.grading.recorded import RECORDED_JUDGEMENTS, JudgeKey
 from multiturn_eval.results import MetricResult
 from multiturn_eval.run import RunOptions, run_suites
 from tests import docs_pages
-from tests.chat_flavors import AnthropicFlavor, judge_fixtures
+from tests.chat_flavors import AnthropicFlavor, fenced, judge_fixtures
 from tests.conftest import Project
 from tests.fakes.anthropic_server import (
     API_KEY,
@@ -402,19 +402,6 @@ INJECTION = (
 )
 
 
-def _fenced(prompt: str, label: str) -> str | None:
-    """The text inside the data fence labelled ``label``, as a careful reader would find it."""
-    start = prompt.find(f"=== DATA: {label}")
-    if start < 0:
-        return None
-    rest = prompt[prompt.index("\n", start) + 1 :]
-    fence = re.match(r"`{3,}", rest)
-    assert fence is not None
-    body_start = rest.index("\n") + 1
-    end = rest.find("\n" + fence.group(0) + "\n", body_start)
-    return rest[body_start:end] if end >= 0 else None
-
-
 def test_an_injected_reply_stays_inside_the_data_fence(
     judged: Project, fake: FakeAnthropic
 ) -> None:
@@ -422,7 +409,7 @@ def test_an_injected_reply_stays_inside_the_data_fence(
 
     def careful_judge(request: Request) -> Message:
         prompt = prompt_of(request)
-        inside = _fenced(prompt, "the agent's reply, to be graded")
+        inside = fenced(prompt, "the agent's reply, to be graded")
         rubric_at = prompt.find("<rubric>\nThe reply states the refund period.\n</rubric>")
         seen.update(
             inside=inside,
@@ -491,7 +478,7 @@ def test_the_reference_answer_is_shown_unless_switched_off(
     )
     assert judged.run("run", "suite.yaml").code == 0
     with_ref, without = (prompt_of(r) for r in fake.messages_requests())
-    assert _fenced(with_ref, "the reference answer") == "Refunds take 5 days."
+    assert fenced(with_ref, "the reference answer") == "Refunds take 5 days."
     assert "Refunds take 5 days." not in without
 
 
@@ -844,7 +831,7 @@ def test_a_conversation_judge_sees_the_whole_transcript(
     result = judged.run("run", "suite.yaml")
     assert result.code == 0, result.out + result.err
     (request,) = fake.messages_requests()
-    transcript = _fenced(prompt_of(request), "the conversation")
+    transcript = fenced(prompt_of(request), "the conversation")
     assert transcript == (
         "[turn 1] user:\nI want a refund\n\n[turn 1] agent:\nI can help with refunds.\n\n"
         "[turn 2] user:\nhow long does it take?\n\n[turn 2] agent:\nRefunds take 5 days."
@@ -875,7 +862,7 @@ def test_a_conversation_judge_grades_a_dead_session_on_the_turns_that_ran(
     script = json.dumps([{"raise": "dead"}])
     judged.write("suite.yaml", _conversation_suite(script=script))
     result = judged.run("run", "suite.yaml")
-    transcript = _fenced(prompt_of(fake.messages_requests()[0]), "the conversation")
+    transcript = fenced(prompt_of(fake.messages_requests()[0]), "the conversation")
     assert transcript is not None
     assert "[turn 1] agent: (no reply: the agent process exited)" in transcript
     assert "[turn 2] agent: (no reply: skipped: session unrecoverable after turn 1" in transcript
@@ -1006,7 +993,7 @@ def test_the_judged_support_example_runs_against_the_fake(
     prompts = [prompt_of(r) for r in fake.messages_requests()]
     assert len(prompts) == 4  # three turn judges and one conversation judge
     refund = next(p for p in prompts if "confirms the refund of the right order" in p)
-    assert "5-7 business days" in (_fenced(refund, "the reference answer") or "")
+    assert "5-7 business days" in (fenced(refund, "the reference answer") or "")
     assert {r.body["max_tokens"] for r in fake.messages_requests()} == {512, 256}
     assert report["summary"]["judge_token_usage"]["total_tokens"] == 4 * 230
     assert report["summary"]["token_usage"]["total_tokens"] == 0  # the offline bot's own

@@ -63,3 +63,20 @@ def test_live_two_turn_conversation_with_tools(project: Project) -> None:
         assert turn["token_usage"]["prompt_tokens"] > 0
         assert turn["token_usage"]["completion_tokens"] > 0
     assert case["cost_usd"] is not None and case["cost_usd"] > 0
+
+
+def test_live_claude_plays_the_support_examples_customer(project: Project) -> None:
+    """``examples/support/suite-simulated-claude.yaml``: Claude as the simulated customer."""
+    from pathlib import Path
+
+    suite = (
+        Path(__file__).resolve().parents[1] / "examples" / "support" / "suite-simulated-claude.yaml"
+    )
+    result = project.run("run", str(suite), "--turn-timeout", "120", "-p", "4")
+    assert result.code in (0, 1), result.out + result.err  # a model may play it differently
+    for case in result.report["results"]:
+        simulation = case["simulation"]
+        assert simulation["simulator"]["backend"] == "anthropic"
+        assert simulation["user_token_usage"]["total_tokens"] > 0
+        assert simulation["outcome"] != "invalid_simulation" or simulation.get("fidelity")
+    assert result.report["summary"]["user_cost_usd"] > 0

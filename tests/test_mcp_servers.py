@@ -31,11 +31,11 @@ from pydantic import BaseModel, ValidationError
 from multiturn_eval.errors import McpServerCrashed, McpServerError, ToolClashError
 from multiturn_eval.retry import turn_deadline
 from multiturn_eval.secrets import Redactor
+from multiturn_eval.suite.mcp_servers import McpServerList, server_configs
 from multiturn_eval.tools import Tool, ToolSet
 from multiturn_eval.tools.mcp_servers.check import ToolNameUse, check_servers
 from multiturn_eval.tools.mcp_servers.config import PASSED_ENV, McpServerConfig, mcp_secrets
 from multiturn_eval.tools.mcp_servers.source import McpServers
-from multiturn_eval.tools.mcp_servers.spec import McpServerList, server_configs
 from multiturn_eval.tools.mcp_servers.stdio import STDERR_LINES, StderrTail
 from multiturn_eval.types import ToolInvocation
 
@@ -931,7 +931,7 @@ def test_check_servers_lists_tools_and_checks_the_suites_tool_names(http_url: st
 @pytest.mark.parametrize(
     "code",
     [
-        "import multiturn_eval.tools.mcp_servers.spec, multiturn_eval.tools.mcp_servers.source\n"
+        "import multiturn_eval.suite.mcp_servers, multiturn_eval.tools.mcp_servers.source\n"
         "import multiturn_eval.tools.mcp_servers.check",
         "from multiturn_eval.cli import main\nassert main(['validate', sys.argv[1]]) == 0",
         "from multiturn_eval.cli import main\nmain(['run', sys.argv[1], '-o', sys.argv[2]])",

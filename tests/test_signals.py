@@ -14,12 +14,15 @@ reports readable.
 from __future__ import annotations
 
 import json
+import os
+import signal as signals
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from bench.reliability.signals import ROOT, Trial, run_trial
+from bench.reliability.signals import ROOT, Trial, asleep_deaf, reached, run_trial, scenario
 
 from multiturn_eval.results import Report
 from tests.cli_probe import run_bench
@@ -61,6 +64,20 @@ def test_signal_while_a_factory_import_sleeps_stops_the_loading(
     result = trial("loading", signame, tmp_path)
     assert report(tmp_path).results == []
     assert "while loading the suites" in (result.stop_reason or "")
+
+
+@pytest.mark.parametrize("signame", SIGNALS)
+def test_signal_the_main_thread_cannot_handle_while_loading_is_rescued_by_the_watchdog(
+    signame: str, tmp_path: Path
+) -> None:
+    """The factory's import is inside C code no signal interrupts: Python's handler cannot
+    run until it returns (30 s), so the watchdog writes the report of no test case itself.
+    A signal landing just before a blocking call starts leaves the process in this state
+    (the flaky "loading" failure: no exit, no output, no report.json)."""
+    result = trial("loading-c", signame, tmp_path)
+    assert "writing a report of no test case" in result.stderr  # the watchdog's, not main's
+    assert report(tmp_path).results == []
+    assert result.stop_reason == f"interrupted by {signame} while loading the suites"
 
 
 @pytest.mark.parametrize("signame", SIGNALS)
@@ -138,22 +155,26 @@ while True:
 """
 
 
-def test_a_third_signal_exits_at_once_while_report_json_is_still_being_written(
-    tmp_path: Path,
-) -> None:
-    import os
-    import signal as signals
-
+def guarded(script: str, *args: str) -> subprocess.Popen[str]:
+    """``python -c script args`` with the package importable, once it prints "ready"."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")])}
-    with subprocess.Popen(
-        [sys.executable, "-c", GUARDED],
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    ) as proc:
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def test_a_third_signal_exits_at_once_while_report_json_is_still_being_written(
+    tmp_path: Path,
+) -> None:
+    with guarded(GUARDED) as proc:
         assert proc.stdout is not None
-        assert proc.stdout.readline() == "ready\n"
         # one at a time: two signals sent before the first is delivered count as one
         os.kill(proc.pid, signals.SIGTERM)
         assert proc.stdout.readline() == "stopping\n"
@@ -166,6 +187,78 @@ def test_a_third_signal_exits_at_once_while_report_json_is_still_being_written(
     assert "SIGTERM again: exiting (exit 3) once report.json holds" in err
     assert "SIGTERM again: exiting at once" in err
     assert "Traceback" not in err
+
+
+STUCK_WHILE_LOADING = """\
+import signal, sys, time
+from multiturn_eval.interrupts import InterruptGuard
+
+guard = InterruptGuard(grace=0.1, writing_limit=float(sys.argv[1]))
+guard.install()
+guard.enter("loading")
+
+def stuck(reason):  # the watchdog's writing never finishes (a renderer's import waits)
+    print("writing:", reason, flush=True)
+    time.sleep(60)
+
+guard.emergency = stuck
+# the main thread is inside C code the signal does not interrupt: it never runs the handler
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+print("ready", flush=True)
+time.sleep(60)
+print("the handler ran at last", flush=True)
+"""
+
+
+def test_a_main_thread_that_never_sees_the_signal_while_loading_cannot_keep_the_process(
+    tmp_path: Path,
+) -> None:
+    """The watchdog writes the reports itself, and its writing is bounded too: exit 3,
+    long before the main thread's 60 s C call returns."""
+    with guarded(STUCK_WHILE_LOADING, "0.5") as proc:
+        while not asleep_deaf(proc.pid):  # still running bytecode: it would see the signal
+            assert proc.poll() is None
+            time.sleep(0.002)
+        os.kill(proc.pid, signals.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    assert out == "writing: interrupted by SIGTERM\n"  # not "the handler ran at last"
+    assert "the loading of the suites did not stop within 0.2 s" in err
+    assert "writing the reports takes too long; exiting (exit 3)" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("signame", SIGNALS)
+def test_validate_stuck_in_a_c_import_exits_3_without_waiting_for_it(
+    signame: str, tmp_path: Path
+) -> None:
+    """``validate`` has no reports to write: the watchdog exits 3 once it sees the main
+    thread has not run the handler (it waited ``writing_limit`` for it, then said "the run
+    did not stop")."""
+    plan = scenario("loading-c", tmp_path)
+    (tmp_path / "suite.yaml").write_text(plan.suite)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")]),
+        **plan.env,
+    }
+    with subprocess.Popen(
+        [sys.executable, "-m", "multiturn_eval", "validate", "suite.yaml"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        while not reached("loading-c", proc.pid, tmp_path):
+            assert proc.poll() is None
+            time.sleep(0.002)
+        os.kill(proc.pid, getattr(signals, signame))
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    assert "the loading of the suites did not stop within 0.8 s" in err
+    assert err.endswith("; exiting (exit 3)\n")
+    assert "Traceback" not in err + out
 
 
 def test_the_harness_prints_its_table_and_passes(tmp_path: Path) -> None:

@@ -188,7 +188,10 @@ def test_each_step_is_one_call_and_a_failed_step_makes_the_run_invalid() -> None
         "digits it does not know); the simulated user, not the agent, broke its rules (it had "
         "ended with goal_met)"
     )
-    assert invalid.fidelity == fidelity
+    # the verdicts, and what the simulated user had ended with (a --rejudge judges it again)
+    assert invalid.fidelity == fidelity.model_copy(
+        update={"ended_with": "goal_met", "ended_reason": "refunded"}
+    )
     assert not counts_for_agent(invalid)
 
 

@@ -16,6 +16,10 @@ spawn      right after ``Popen`` returns, before the interpreter has run any of
 startup    as soon as the process has its signal handlers (``SigCgt`` in
            ``/proc/PID/status`` shows SIGTERM caught): during imports/argv
 loading    while the suite loads: its factory module sleeps at import time
+loading-c  the same, but the sleep is inside C code no signal interrupts (the
+           module blocks SIGINT/SIGTERM in the main thread): Python's handler
+           cannot run, only the watchdog thread can write the reports. What a
+           signal landing just before the sleep starts looks like, every time
 running    4 test cases finished, 2 in flight (``-p 2``), 2 not started
 blocked    an *async* agent calls ``time.sleep(30)``: the event loop is blocked,
            only the watchdog thread can write the reports
@@ -61,7 +65,7 @@ if str(ROOT) not in sys.path:  # run as a script
 
 from bench.reliability.tally import Tally  # noqa: E402
 
-PHASES = ("startup", "loading", "running", "blocked", "writing", "second")
+PHASES = ("startup", "loading", "loading-c", "running", "blocked", "writing", "second")
 #: phases measured but not held to the contract (see the module's docstring)
 UNGUARDED = ("spawn",)
 ALL_PHASES = UNGUARDED + PHASES
@@ -96,11 +100,11 @@ class Scenario:
 def scenario(phase: str, work: Path) -> Scenario:
     if phase in ("spawn", "startup"):
         return Scenario(_suite(_AGENT, [_case(f"quick-{i}") for i in range(3)]))
-    if phase == "loading":
-        return Scenario(
-            _suite(_SLOW_IMPORT, [_case("never-loaded")]),
-            env={"SLOW_IMPORT_MARKER": str(work / "importing"), "SLOW_IMPORT_SECONDS": "30"},
-        )
+    if phase in ("loading", "loading-c"):
+        env = {"SLOW_IMPORT_MARKER": str(work / "importing"), "SLOW_IMPORT_SECONDS": "30"}
+        if phase == "loading-c":
+            env["SLOW_IMPORT_BLOCK_SIGNALS"] = "1"
+        return Scenario(_suite(_SLOW_IMPORT, [_case("never-loaded")]), env=env)
     if phase == "running":
         quick = [_case(f"quick-{i}") for i in range(4)]
         slow = [_case(f"slow-{i}", delay=60, marker=str(work / f"inflight-{i}")) for i in range(4)]
@@ -119,16 +123,35 @@ def scenario(phase: str, work: Path) -> Scenario:
     raise ValueError(f"unknown phase {phase!r}")
 
 
-def _caught(pid: int, sig: int) -> bool:
-    """Whether process ``pid`` has a handler for ``sig`` (Linux: SigCgt in /proc)."""
+def _status(pid: int) -> dict[str, str]:
+    """``/proc/PID/status`` (its main thread's state and signal masks) as a mapping."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
+        text = Path(f"/proc/{pid}/status").read_text()
     except OSError:
-        return False
-    for line in status.splitlines():
-        if line.startswith("SigCgt:"):
-            return bool(int(line.split()[1], 16) & (1 << (sig - 1)))
-    return False
+        return {}
+    return {
+        key: value.strip() for key, _, value in (line.partition(":") for line in text.splitlines())
+    }
+
+
+def _in_mask(status: dict[str, str], mask: str, sig: int) -> bool:
+    return bool(int(status.get(mask, "0"), 16) & (1 << (sig - 1)))
+
+
+def caught(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (Linux: SigCgt in /proc)."""
+    return _in_mask(_status(pid), "SigCgt", sig)
+
+
+def asleep_deaf(pid: int) -> bool:
+    """Whether the main thread of ``pid`` sleeps (state S) with SIGINT and SIGTERM blocked.
+
+    After the marker, only the factory module's sleep puts it there; a signal sent
+    earlier, while it still runs bytecode, would be handled by Python as usual."""
+    status = _status(pid)
+    return status.get("State", "").startswith("S") and all(
+        _in_mask(status, "SigBlk", sig) for sig in (signal.SIGINT, signal.SIGTERM)
+    )
 
 
 def _journal_lines(out: Path) -> int:
@@ -144,9 +167,11 @@ def reached(phase: str, pid: int, work: Path) -> bool:
     if phase == "spawn":
         return True
     if phase == "startup":
-        return _caught(pid, signal.SIGTERM)
+        return caught(pid, signal.SIGTERM)
     if phase == "loading":
         return (work / "importing").exists()
+    if phase == "loading-c":
+        return (work / "importing").exists() and asleep_deaf(pid)
     if phase == "running":
         return _journal_lines(out) >= 4 and (work / "inflight-0").exists()
     if phase in ("blocked", "second"):
@@ -178,7 +203,7 @@ class Trial:
     def landed(self) -> bool:
         """Whether report.json's stop reason shows the signal came in the intended phase."""
         reason = self.stop_reason or ""
-        if self.phase in ("startup", "loading"):
+        if self.phase in ("startup", "loading", "loading-c"):
             return reason.endswith("while loading the suites")
         if self.phase == "writing":
             return reason.endswith("while the reports were written")
@@ -322,6 +347,17 @@ class Row(Tally):
     max_ready: float = 0.0
     landed: int = 0
 
+    def add(self, trial: Trial) -> None:
+        self.tried += 1
+        self.tracebacks += trial.traceback
+        self.hangs += trial.hang
+        self.wrong_exit += trial.wrong_exit
+        self.lost += len(trial.lost)
+        self.bad_reports += bool(trial.bad_reports)
+        self.max_seconds = max(self.max_seconds, trial.seconds or 0.0)
+        self.landed += trial.landed
+        self.max_ready = max(self.max_ready, trial.ready_after or 0.0)
+
 
 def run_all(
     phases: Sequence[str],
@@ -337,15 +373,7 @@ def run_all(
                 row = Row(f"{phase} / {signame}")
                 for n in range(tries):
                     trial = run_trial(phase, signame, Path(tmp) / f"{phase}-{signame}-{n}")
-                    row.tried += 1
-                    row.tracebacks += trial.traceback
-                    row.hangs += trial.hang
-                    row.wrong_exit += trial.wrong_exit
-                    row.lost += len(trial.lost)
-                    row.bad_reports += bool(trial.bad_reports)
-                    row.max_seconds = max(row.max_seconds, trial.seconds or 0.0)
-                    row.landed += trial.landed
-                    row.max_ready = max(row.max_ready, trial.ready_after or 0.0)
+                    row.add(trial)
                     if trial.problems:
                         failed.append(trial)
                     if on_trial is not None:

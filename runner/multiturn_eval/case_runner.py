@@ -60,6 +60,8 @@ from .results import (
     CaseResult,
     MetricResult,
     Outcome,
+    Simulation,
+    Source,
     TurnResult,
     UserTraceback,
     sum_costs,
@@ -84,6 +86,7 @@ if TYPE_CHECKING:
     from .grading.judges import ConversationJudging, JudgeResult
     from .loaded import LoadedSuite
     from .settings import RunSettings
+    from .simulation import AgentAnswer, Outgoing
 
 #: marks the label of async user code that ignored its cancellation (see usercode.guarded)
 _ASYNC = "async "
@@ -162,6 +165,8 @@ def unanswered_turn(
     loaded: LoadedSuite, case_index: int, turn_index: int, turn: Turn, **fields: Any
 ) -> TurnResult:
     """A failed turn that got no reply (an error, a skip, a case never run)."""
+    if "source" not in fields and case_index in loaded.simulations:
+        fields["source"] = "scripted"  # a simulated case's scripted turn
     return TurnResult(
         turn_index=turn_index,
         line=loaded.turn_line(case_index, turn_index),
@@ -177,7 +182,13 @@ class CaseRunner:
 
     ``settings`` (the suite's resolved :class:`RunSettings`) gives
     ``session_timeout`` and ``grader_timeout``; without it they come from the
-    suite's ``execution:`` block, else their defaults.
+    suite's ``execution:`` block, else their defaults. ``run_index`` is the run
+    (``--repeat``); a simulated user's seed comes from it.
+
+    A simulated test case (``user:``) runs its scripted turns, then hands the open
+    session to the simulated user (:mod:`multiturn_eval.simulation.case`): each
+    simulated message is one more turn, sent and graded exactly like a scripted one
+    (:meth:`send`).
     """
 
     def __init__(
@@ -188,16 +199,32 @@ class CaseRunner:
         turn_timeout: float,
         *,
         settings: RunSettings | None = None,
+        run_index: int = 0,
     ) -> None:
         self.loaded = loaded
         self.index = index
+        self.run_index = run_index
+        """Which run of the test case this is (``--repeat``: 0..K-1; a simulated user's seed)."""
         self.case = loaded.cases.materialize(index)  # CaseReadError: see unreadable_result
         self.backend = backend
         self.turn_timeout = turn_timeout
         self.session_timeout, self.grader_timeout = _step_timeouts(loaded, settings)
         self.env: Mapping[str, str] = settings.env if settings is not None else {}
         """The run's environment variables (a judge's default API key and base URL)."""
-        self.turns = self.case.effective_turns()
+        self.turns = list(self.case.effective_turns())
+        """The turns sent so far and to send: the scripted ones, then (a simulated case) one
+        per simulated message, as it is sent."""
+        self.simulated = loaded.simulations.get(index)
+        """The simulated user (None: the case has no ``user:``)."""
+        self.simulation: Simulation | None = None
+        self._consecutive = 0
+        """Consecutive session errors (SessionError or the turn timeout) of the session."""
+        self._sources: dict[int, Source] = {}
+        """Who wrote each simulated turn's input (the others are scripted)."""
+        self._scripted: list[tuple[str, AgentAnswer]] = []
+        """The scripted turns sent and what each got (a simulated user sees them)."""
+        self._fidelity: tuple[TokenUsage | None, float | None] = (None, None)
+        """The fidelity judge's usage and cost (counted with the case's judges)."""
         self.results: list[TurnResult] = []
         self.case_errors: list[str] = []
         self.warnings: list[str] = []
@@ -247,9 +274,17 @@ class CaseRunner:
                 self.case_errors.append(f"could not open a session: {why}")
                 self._note_abandoned("")
                 self._skip_rest("the session could not be opened")
+                if self.simulated is not None:
+                    from .simulation.case import not_simulated
+
+                    self.simulation = not_simulated(
+                        self.simulated, f"could not open a session: {why}"
+                    )
                 await self._grade_conversation()
                 return self._finish(started)
             await self._run_turns(session, started)
+            if self.simulated is not None:
+                await self._simulate(session, started)
         finally:
             if session is not None:
                 await self._close(session)
@@ -290,79 +325,129 @@ class CaseRunner:
         self._note_abandoned("")
 
     async def _run_turns(self, session: Session, started: float) -> None:
-        consecutive = 0
-        for turn_index, turn in enumerate(self.turns):
-            with self._turn_tracebacks(turn_index):
-                files = tuple(
-                    TurnFile.from_path(self.loaded.base_dir / f.path)
-                    if f.media_type is None
-                    else TurnFile(self.loaded.base_dir / f.path, f.media_type)
-                    for f in turn.files
-                )
-                t0 = time.perf_counter()
-                reply: TurnReply | None = None
-                error: str | None = None
-                dead_reason: str | None = None
-                try:
-                    async with asyncio.timeout(self.turn_timeout) as deadline:
-                        sent = guarded(
-                            session.send(turn.input, files), "agent", abandon_as=_ASYNC + "send()"
-                        )
-                        reply = checked_reply(await sent)
-                    consecutive = 0
-                except FatalBackendError as exc:
-                    self._record_error(turn_index, turn, _error_text(exc), t0)
-                    self._skip_rest("the run stopped")
-                    raise FatalRunError(self._finish(started), _error_text(exc)) from exc
-                except SessionError as exc:
-                    error = _error_text(exc)
-                    consecutive += 1
-                    if not exc.session_alive:
-                        dead_reason = "the backend reported the session dead"
-                except BackendError as exc:
-                    error = _error_text(exc)
-                    consecutive = 0
-                    if not exc.session_alive:
-                        dead_reason = "the backend reported the session dead"
-                except TimeoutError as exc:
-                    if deadline.expired():  # our deadline, not the agent's own TimeoutError
-                        error = f"timed out after {self.turn_timeout:g} s (turn_timeout)"
-                        consecutive += 1
-                    else:
-                        error = _error_text(exc)
-                        consecutive = 0
-                except (
-                    Exception
-                ) as exc:  # the agent's own failure (UserCodeAbort too): this turn only
-                    error = _error_text(exc)
-                    consecutive = 0
-                self._note_abandoned(f" of turn {turn_index + 1}")
-                if error is not None:
-                    self._record_error(turn_index, turn, error, t0)
-                    if dead_reason is None and consecutive >= MAX_CONSECUTIVE_SESSION_ERRORS:
-                        dead_reason = f"{consecutive} consecutive session errors"
-                    if dead_reason is not None:
-                        self._skip_rest(
-                            f"session unrecoverable after turn {turn_index + 1}: {dead_reason}"
-                        )
-                        return
-                    continue
-                assert reply is not None
-                duration_ms = (time.perf_counter() - t0) * 1000
-                try:
-                    result = await self._grade(turn_index, turn, reply, duration_ms)
-                except FatalBackendError as exc:  # a judge refused its credentials: stop the run
-                    self._record_error(turn_index, turn, f"judge: {_error_text(exc)}", t0)
-                    self._skip_rest("the run stopped")
-                    raise FatalRunError(self._finish(started), _error_text(exc)) from exc
-                except Exception as exc:  # a bug while grading: this turn fails, the case goes on
-                    self._record_error(
-                        turn_index, turn, f"internal error while grading: {error_text(exc)}", t0
+        """The scripted turns, in order; the rest skipped once the session is unrecoverable."""
+        for turn_index, turn in enumerate(self.case.effective_turns()):
+            answer = await self.send_turn(session, turn_index, turn, started)
+            self._scripted.append((turn.input, answer))
+            dead_reason = (
+                "the backend reported the session dead"
+                if answer.session_dead
+                else f"{self._consecutive} consecutive session errors"
+                if self._consecutive >= MAX_CONSECUTIVE_SESSION_ERRORS
+                else None
+            )
+            if dead_reason is not None:
+                self._skip_rest(f"session unrecoverable after turn {turn_index + 1}: {dead_reason}")
+                return
+
+    async def send_turn(
+        self, session: Session, turn_index: int, turn: Turn, started: float
+    ) -> AgentAnswer:
+        """Send one turn on the session and grade it; its result joins :attr:`results`.
+
+        Failures are values (the turn's error); only a FatalBackendError leaves, as
+        :class:`FatalRunError` with the case's result so far.
+        """
+        from .simulation import AgentAnswer
+
+        with self._turn_tracebacks(turn_index):
+            files = tuple(
+                TurnFile.from_path(self.loaded.base_dir / f.path)
+                if f.media_type is None
+                else TurnFile(self.loaded.base_dir / f.path, f.media_type)
+                for f in turn.files
+            )
+            t0 = time.perf_counter()
+            reply: TurnReply | None = None
+            error: str | None = None
+            session_error = dead = False
+            try:
+                async with asyncio.timeout(self.turn_timeout) as deadline:
+                    sent = guarded(
+                        session.send(turn.input, files), "agent", abandon_as=_ASYNC + "send()"
                     )
-                    continue
-                finally:
-                    self._note_abandoned(f" of turn {turn_index + 1}")
+                    reply = checked_reply(await sent)
+            except FatalBackendError as exc:
+                self._record_error(turn_index, turn, _error_text(exc), t0)
+                self._skip_rest("the run stopped")
+                raise FatalRunError(self._finish(started), _error_text(exc)) from exc
+            except SessionError as exc:
+                error = _error_text(exc)
+                session_error = True
+                dead = not exc.session_alive
+            except BackendError as exc:
+                error = _error_text(exc)
+                dead = not exc.session_alive
+            except TimeoutError as exc:
+                if deadline.expired():  # our deadline, not the agent's own TimeoutError
+                    error = f"timed out after {self.turn_timeout:g} s (turn_timeout)"
+                    session_error = True
+                else:
+                    error = _error_text(exc)
+            except Exception as exc:  # the agent's own failure (UserCodeAbort too): this turn only
+                error = _error_text(exc)
+            self._consecutive = self._consecutive + 1 if session_error else 0
+            self._note_abandoned(f" of turn {turn_index + 1}")
+            if error is not None:
+                self._record_error(turn_index, turn, error, t0)
+                return AgentAnswer(
+                    None, error=error, session_error=session_error, session_dead=dead
+                )
+            assert reply is not None
+            duration_ms = (time.perf_counter() - t0) * 1000
+            try:
+                result = await self._grade(turn_index, turn, reply, duration_ms)
+            except FatalBackendError as exc:  # a judge refused its credentials: stop the run
+                self._record_error(turn_index, turn, f"judge: {_error_text(exc)}", t0)
+                self._skip_rest("the run stopped")
+                raise FatalRunError(self._finish(started), _error_text(exc)) from exc
+            except Exception as exc:  # a bug while grading: this turn fails, the case goes on
+                self._record_error(
+                    turn_index, turn, f"internal error while grading: {error_text(exc)}", t0
+                )
+            else:
                 self.results.append(result)
+            finally:
+                self._note_abandoned(f" of turn {turn_index + 1}")
+            return AgentAnswer(reply.response, tuple(reply.tool_invocations))
+
+    async def _simulate(self, session: Session, started: float) -> None:
+        """The simulated user's part, after the scripted turns (:mod:`.simulation.case`)."""
+        from .simulation.case import CaseInfo, run_simulation
+
+        plan = self.simulated
+        assert plan is not None
+        suite = self.loaded.suite
+
+        async def send(outgoing: Outgoing) -> AgentAnswer:
+            turn = Turn(input=outgoing.text)  # no ground truth: the case's evaluations apply
+            self.turns.append(turn)
+            self._sources[outgoing.turn_index] = outgoing.source
+            return await self.send_turn(session, outgoing.turn_index, turn, started)
+
+        info = CaseInfo(
+            suite=self.loaded.display_path,
+            index=self.index,
+            name=self.loaded.case_name(self.index),
+            context=self.case.context,
+            run_index=self.run_index,
+            turn_timeout=self.turn_timeout,
+            session_timeout=self.session_timeout,
+            env=self.env,
+            pricing=suite.pricing,
+            suite_judge=suite.judge,
+            case_judge=self.case.judge,
+        )
+        part = await run_simulation(plan, send, self._scripted, info)
+        self._note_abandoned(" (the simulated user)")
+        self.simulation = part.simulation
+        self.warnings.extend(part.warnings)
+        self._fidelity = (part.judge_usage, part.judge_cost)
+        if part.simulation.outcome == "invalid_simulation":
+            self.case_errors.append(f"invalid_simulation: {part.simulation.reason}")
+        if part.fatal is not None:
+            self._skip_rest("the run stopped")
+            raise FatalRunError(self._finish(started), _error_text(part.fatal)) from part.fatal
 
     @contextmanager
     def _turn_tracebacks(self, turn_index: int) -> Iterator[None]:
@@ -387,12 +472,19 @@ class CaseRunner:
                 self.index,
                 turn_index,
                 turn,
+                source=self._source(turn_index),
                 errors=[error],
                 infrastructure_error=True,
                 duration_ms=(time.perf_counter() - t0) * 1000,
                 **({"metric_results": checks} if checks else {}),
             )
         )
+
+    def _source(self, turn_index: int) -> Source | None:
+        """Who wrote turn ``turn_index``'s input, on a simulated case (else None: not said)."""
+        if self.simulated is None:
+            return None
+        return self._sources.get(turn_index, "scripted")
 
     def _skip_rest(self, reason: str) -> None:
         if self._skip_reason is None:
@@ -405,6 +497,7 @@ class CaseRunner:
                     self.index,
                     turn_index,
                     turn,
+                    source=self._source(turn_index),
                     skipped=True,
                     errors=[f"skipped: {reason}"],
                 )
@@ -470,6 +563,7 @@ class CaseRunner:
             turn_index=turn_index,
             line=self.loaded.turn_line(self.index, turn_index),
             input=turn.input,
+            source=self._source(turn_index),
             response=reply.response,
             ground_truth=turn.ground_truth,
             tool_invocations=calls,
@@ -552,6 +646,7 @@ class CaseRunner:
             if not (isinstance(e, CodeEvaluation) and not e.enabled)
         ]
         if not evaluations and self.case.conversation_tools is None:
+            self._user_goal()
             return
         ctx = self.conversation_context()
         if self.case.conversation_tools is not None:
@@ -605,6 +700,17 @@ class CaseRunner:
             self.conversation_metrics.append(metric)
         if self._judging is not None:
             self.warnings.extend(self._judging.warnings)
+        self._user_goal()
+
+    def _user_goal(self) -> None:
+        """The simulated user's verdict, ``user_goal`` (unless ``require_goal: false``)."""
+        if self.simulation is None or self.simulated is None:
+            return
+        from .simulation.record import user_goal_metric
+
+        metric = user_goal_metric(self.simulation, self.simulated.require_goal)
+        if metric is not None:
+            self.conversation_metrics.append(metric)
 
     # ---------------------------------------------------------------------- results
 
@@ -619,9 +725,14 @@ class CaseRunner:
             warnings=self.warnings,
             duration_ms=(time.perf_counter() - started) * 1000,
             conversation_metrics=self.conversation_metrics,
-            conversation_judge_usage=sum_usages(judging.usages) if judging else None,
-            conversation_judge_cost=sum_costs(judging.costs) if judging else None,
+            conversation_judge_usage=sum_usages(
+                [*(judging.usages if judging else []), self._fidelity[0]]
+            ),
+            conversation_judge_cost=sum_costs(
+                [*(judging.costs if judging else []), self._fidelity[1]]
+            ),
             tracebacks=user_tracebacks(self._raised),
+            simulation=self.simulation,
         )
 
 
@@ -639,6 +750,7 @@ def build_case_result(
     conversation_judge_usage: TokenUsage | None = None,
     conversation_judge_cost: float | None = None,
     tracebacks: Sequence[UserTraceback] | None = None,
+    simulation: Simulation | None = None,
 ) -> CaseResult:
     """Roll turn results up into a test-case result (SPEC 6.4).
 
@@ -679,6 +791,7 @@ def build_case_result(
         "metric_results": [*rollup_metrics(turns), *conversation],
         "warnings": [*warnings, *(w for t in turns for w in t.warnings)],
         "tracebacks": list(tracebacks) if tracebacks else None,
+        "simulation": simulation,
     }
     if not case.is_legacy:
         return CaseResult(**common, turns=turns)

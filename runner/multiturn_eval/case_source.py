@@ -17,7 +17,7 @@ case's position in it is the ``index`` every report and error gives it.
 
 A case written in the suite file is already a model (the suite file was
 parsed whole): ``materialize`` returns it. A case of the JSON Lines file is
-not held: the index keeps its name, tags, turn count, line, byte offset,
+not held: the index keeps its name, tags, turn counts, line, byte offset,
 length and CRC-32 (about 120 bytes a case), and ``materialize`` reads that one
 line again, checks it is the line that was validated, and parses and
 validates it with the loader's own rules (``reader``), so 50,000 cases take a
@@ -52,13 +52,21 @@ class CaseEntry:
     """Its name, or ``test_case_<index>`` when it has none."""
     tags: tuple[str, ...]
     turns: int
-    """How many turns one run sends (a legacy ``input:`` case: 1)."""
+    """How many scripted turns one run sends (a legacy ``input:`` case: 1)."""
+    max_turns: int
+    """A simulated user's ``max_turns`` (its opening included); 0: no simulated user."""
     line: int | None
     """Its line: in the suite file, or in ``file`` when it comes from there."""
     file: str | None
     """The JSON Lines file it comes from, as reports show it (None: the suite file)."""
     judge_calls: int
-    """LLM-judge calls one run of it makes at most (per-turn and conversation judges)."""
+    """LLM-judge calls one run of it makes at most (per-turn judges, the simulated turns'
+    included, and conversation judges; not the fidelity judge's)."""
+
+    @property
+    def turn_bound(self) -> int:
+        """The most turns one run may have (:attr:`~multiturn_eval.suite.TestCase.turn_bound`)."""
+        return self.turns + self.max_turns
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,7 @@ class CaseSource:
         self._tags: list[tuple[str, ...]] = []
         self._tag_sets: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._turns = array("i")
+        self._max_turns = array("i")
         self._judges = array("i")
         self._lines = array("q")
         self._offsets = array("q")
@@ -120,12 +129,16 @@ class CaseSource:
         judge_calls: int = 0,
         data: bytes | None = None,
         offset: int = -1,
+        max_turns: int = 0,
     ) -> int:
-        """Index the next case (``data``: its line of the file, read back by offset); its index."""
+        """Index the next case (``data``: its line of the file, read back by offset); its index.
+
+        ``turns``: its scripted turns; ``max_turns``: its simulated user's (0: none)."""
         shown = tuple(tags)
         self._names.append(name)
         self._tags.append(self._tag_sets.setdefault(shown, shown))  # one tuple per tag set
         self._turns.append(turns)
+        self._max_turns.append(max_turns)
         self._judges.append(judge_calls)
         self._lines.append(line or 0)
         self._offsets.append(offset if data is not None else -1)
@@ -153,6 +166,7 @@ class CaseSource:
             name=self.name(index),
             tags=self._tags[index],
             turns=self._turns[index],
+            max_turns=self._max_turns[index],
             line=line or None,
             file=self.file_of(index),
             judge_calls=self._judges[index],
@@ -174,7 +188,12 @@ class CaseSource:
         return self._tags[index]
 
     def turns(self, index: int) -> int:
+        """Its scripted turns (a legacy ``input:`` case: 1; a simulated case may have none)."""
         return self._turns[index]
+
+    def turn_bound(self, index: int) -> int:
+        """The most turns one run may have: the scripted ones and a simulated user's."""
+        return self._turns[index] + self._max_turns[index]
 
     def line(self, index: int) -> int | None:
         return self._lines[index] or None

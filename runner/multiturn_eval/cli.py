@@ -246,6 +246,13 @@ def build_parser() -> _Parser:
 
     validate = sub.add_parser("validate", help="load and validate suites; no agent is called")
     validate.add_argument("suites", nargs="+", metavar="SUITE")
+    validate.add_argument(
+        "--mcp",
+        action="store_true",
+        help="also start each MCP server (agent.mcp_servers), list its tools and check the "
+        "allow-lists and the suite's expected, forbidden and conversation tool names against "
+        "them; no model is called (without --mcp nothing is started)",
+    )
 
     schema = sub.add_parser("schema", help="print a JSON Schema")
     schema.add_argument("kind", choices=["suite", "report"])
@@ -302,7 +309,9 @@ def _print_config_error(exc: ConfigError, stream: TextIO) -> None:
 # ---------------------------------------------------------------------------- commands
 
 
-def cmd_validate(paths: Sequence[str], environment: RunEnvironment, out: TextIO) -> int:
+def cmd_validate(
+    paths: Sequence[str], environment: RunEnvironment, out: TextIO, *, mcp: bool = False
+) -> int:
     from .backends.base import backend_issue
     from .loader import load_suites
     from .paths import expand_suites
@@ -311,6 +320,8 @@ def cmd_validate(paths: Sequence[str], environment: RunEnvironment, out: TextIO)
     issues = [issue for s in suites if (issue := backend_issue(s)) is not None]
     if issues:
         raise ConfigError(issues)
+    if mcp:  # the servers' listings first; a problem is a configuration error (no "ok")
+        _validate_mcp(suites, environment, out)
     for s in suites:
         for warning in s.warnings:
             out.write(f"warning: {warning}\n")
@@ -329,6 +340,33 @@ def cmd_validate(paths: Sequence[str], environment: RunEnvironment, out: TextIO)
             f"ok: {s.display_path}: {n} test case{'s' if n != 1 else ''}{from_file}, {turns} turns\n"
         )
     return EXIT_OK
+
+
+def _validate_mcp(suites: Sequence[Any], environment: RunEnvironment, out: TextIO) -> None:
+    """``validate --mcp``: every suite's servers started at once, listed, checked, closed."""
+    import asyncio
+
+    from .suite import server_configs
+    from .tools.mcp_servers.check import check_issues, check_suite, listing_lines
+
+    with_servers = [s for s in suites if getattr(s.suite.agent, "mcp_servers", None)]
+    if not with_servers:
+        out.write("mcp: no suite has agent.mcp_servers; nothing to start\n")
+        return
+
+    async def check_all() -> list[Any]:
+        return list(
+            await asyncio.gather(*(check_suite(s, environment.variables) for s in with_servers))
+        )
+
+    issues: list[ConfigIssue] = []
+    for loaded, found in zip(with_servers, asyncio.run(check_all()), strict=True):
+        configs = server_configs(loaded.suite.agent.mcp_servers, loaded.base_dir)
+        for line in listing_lines(found, configs):
+            out.write(f"{loaded.display_path}: {line}\n")
+        issues.extend(check_issues(loaded, found))
+    if issues:
+        raise ConfigError(issues)
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
@@ -456,7 +494,8 @@ def main(
         if args.command == "validate":
             if guard is not None:
                 guard.enter("loading")  # a signal stops the loading (exit 3)
-            return _unless_interrupted(cmd_validate(args.suites, environment, out), guard)
+            code = cmd_validate(args.suites, environment, out, mcp=args.mcp)
+            return _unless_interrupted(code, guard)
         if args.command == "regrade":
             return cmd_regrade(args, environment, out, guard)
         return cmd_run(args, environment, out, guard)

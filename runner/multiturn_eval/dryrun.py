@@ -6,7 +6,10 @@ error is still exit 2), and the selection is the run's (``-k``, ``--tag``,
 tool or grader is called, the report directory is not created. Exit 0.
 
 Per suite it prints the test cases, turns and model calls: every turn is at
-least one call (``repeat`` times); a model backend with tools may make up to
+least one call (``repeat`` times); a simulated test case (``user:``) has up to
+``max_turns`` turns after its scripted ones, each one simulated-user call (an LLM
+simulator: the opening is sent without one) and, with ``fidelity: true``, one
+fidelity-judge call; the case's judges run on every one of them; a model backend with tools may make up to
 ``max_tool_rounds + 1`` calls per turn (the tool rounds and the final
 reply), which is the upper figure. ``python`` and ``http`` agents get one
 call (``send`` / POST) per turn; what they do behind it is theirs.
@@ -56,6 +59,14 @@ class SuitePlan:
     judge_calls: int = 0
     """LLM-judge calls at most (per judged turn and per conversation judge, ``repeat`` times;
     identical requests are made once, so a run may make fewer)."""
+    simulated_cases: int = 0
+    """Test cases with a simulated user (``user:``): their turns are bounded by ``max_turns``."""
+    user_calls: int = 0
+    """Simulated-user model calls at most, one per simulated message (an LLM simulator; a
+    reply that does not fit is asked for once more, so a run may make up to twice this)."""
+    fidelity_calls: int = 0
+    """Fidelity-judge calls at most: one per simulated message of a ``fidelity: true`` case
+    (included in ``judge_calls``)."""
     no_bound: str | None = None
     """Why there is no output-token bound (None: there is one)."""
     cases_shown: tuple[str, ...] = ()
@@ -63,18 +74,44 @@ class SuitePlan:
 
 
 def suite_plan(planned: PlannedSuite) -> SuitePlan:
-    from .pricing import agent_provider, price_for
+    from .pricing import agent_provider, judge_provider, price_for
+    from .simulation import step_bound
     from .spend import PRICED_BACKENDS
 
     loaded = planned.loaded
     agent = loaded.suite.agent
     repeat = max(1, planned.settings.repeat)
-    cases = loaded.cases  # the index: no test case is read
-    turns = sum(cases.turns(i) for i in planned.indices)
+    cases = loaded.cases  # the index and the simulations: no test case is read
+    turns = sum(cases.turn_bound(i) for i in planned.indices)
     calls = turns * repeat
+    scripted_calls = sum(cases.turns(i) for i in planned.indices) * repeat
     judge_calls = sum(cases.entry(i).judge_calls for i in planned.indices)
+    user_calls = fidelity_calls = simulated = 0
+    user_bound: float | None = 0.0
+    for i in planned.indices:
+        plan = loaded.simulations.get(i)
+        if plan is None:
+            continue
+        simulated += 1
+        steps = step_bound(plan.user)
+        if plan.fidelity:
+            fidelity_calls += steps
+        if plan.simulator.backend == "python":
+            continue
+        user_calls += steps
+        price = price_for(
+            plan.simulator.model,
+            loaded.suite.pricing,
+            provider=judge_provider(plan.simulator.backend, plan.simulator.api_version),
+        )
+        if price is None:
+            user_bound = None
+        elif user_bound is not None:
+            user_bound += 2 * steps * repeat * plan.simulator.max_tokens * price.output / 1e6
+    judge_calls += fidelity_calls
     rounds = getattr(agent, "max_tool_rounds", None)
-    per_turn = rounds + 1 if agent.backend in PRICED_BACKENDS and agent.tools and rounds else 1
+    tools = agent.tools or getattr(agent, "mcp_servers", None)  # an MCP server's tools too
+    per_turn = rounds + 1 if agent.backend in PRICED_BACKENDS and tools and rounds else 1
     bound: float | None = None
     provider = agent_provider(agent)
     price = (
@@ -84,8 +121,14 @@ def suite_plan(planned: PlannedSuite) -> SuitePlan:
     )
     if price is not None and agent.max_tokens:
         bound = calls * per_turn * agent.max_tokens * price.output / 1_000_000
+    if bound is not None and simulated:
+        bound = None if user_bound is None else bound + user_bound
     return SuitePlan(
-        no_bound=_no_bound(agent.backend, agent.model, price is not None, agent.max_tokens)
+        no_bound=(
+            "no price for a simulated-user model"
+            if user_bound is None and price is not None and agent.max_tokens
+            else _no_bound(agent.backend, agent.model, price is not None, agent.max_tokens)
+        )
         if bound is None
         else None,
         cases_shown=tuple(_case_line(planned, i) for i in planned.indices),
@@ -95,11 +138,14 @@ def suite_plan(planned: PlannedSuite) -> SuitePlan:
         cases=len(planned.indices),
         turns=turns,
         repeat=repeat,
-        min_calls=calls,
+        min_calls=scripted_calls if simulated else calls,
         max_calls=calls * per_turn,
         output_bound_usd=bound,
         max_cost=planned.settings.max_cost,
         judge_calls=judge_calls * repeat,
+        simulated_cases=simulated,
+        user_calls=user_calls * repeat,
+        fidelity_calls=fidelity_calls * repeat,
     )
 
 
@@ -114,13 +160,18 @@ def _no_bound(backend: str, model: str | None, priced: bool, max_tokens: int | N
 
 
 def _case_line(planned: PlannedSuite, index: int) -> str:
-    entry = planned.loaded.cases.entry(index)
+    loaded = planned.loaded
+    entry = loaded.cases.entry(index)
     if entry.file is not None:  # a case of the test_cases_file: its file and line
         where = f" ({entry.file}:{entry.line})"
     else:
         where = f" (line {entry.line})" if entry.line else ""
     tags = f", tags: {', '.join(entry.tags)}" if entry.tags else ""
-    return f"{entry.name}{where}: {_plural(entry.turns, 'turn')}{tags}"
+    turns = _plural(entry.turns, "turn")
+    plan = loaded.simulations.get(index)
+    if plan is not None:
+        turns = f"{turns} + up to {_plural(plan.user.max_turns, 'simulated message')}"
+    return f"{entry.name}{where}: {turns}{tags}"
 
 
 def _plural(n: int, word: str) -> str:
@@ -135,20 +186,34 @@ def render(
     for p in plans:
         model = f", {p.model}" if p.model else ""
         repeat = f", each run {p.repeat} times" if p.repeat > 1 else ""
+        turns = _plural(p.turns, "turn")
+        if p.simulated_cases:
+            turns = f"up to {turns} ({_plural(p.simulated_cases, 'simulated test case')})"
         lines.append(
-            f"{p.suite} ({p.backend}{model}): {_plural(p.cases, 'test case')}, "
-            f"{_plural(p.turns, 'turn')}{repeat}"
+            f"{p.suite} ({p.backend}{model}): {_plural(p.cases, 'test case')}, {turns}{repeat}"
         )
+        why = [
+            *(["tool rounds"] if p.max_calls > p.turns * p.repeat else []),
+            *(["simulated turns"] if p.simulated_cases else []),
+        ]
         calls = (
             f"{p.min_calls:,}"
             if p.min_calls == p.max_calls
-            else f"{p.min_calls:,} to {p.max_calls:,} (tool rounds)"
+            else f"{p.min_calls:,} to {p.max_calls:,} ({', '.join(why)})"
         )
         lines.append(f"  {p.backend} calls: {calls}")
+        if p.user_calls:
+            lines.append(
+                f"  simulated-user calls: up to {p.user_calls:,} (one per simulated message, "
+                f"max_turns; {p.user_calls * 2:,} if every reply is asked for twice)"
+            )
         if p.judge_calls:
+            fidelity = (
+                f"; {p.fidelity_calls:,} of them the fidelity judge's" if p.fidelity_calls else ""
+            )
             lines.append(
                 f"  LLM-judge calls: up to {p.judge_calls:,} (identical requests are made once; "
-                "not in the output-token bound)"
+                f"not in the output-token bound{fidelity})"
             )
         if p.output_bound_usd is not None:
             lines.append(
@@ -172,9 +237,11 @@ def render(
         for name, (lo, hi) in per_backend.items()
     )
     judged = sum(p.judge_calls for p in plans)
+    users = sum(p.user_calls for p in plans)
     lines.append(
         f"total: {_plural(total_cases, 'test case')}, {_plural(total_turns, 'turn')}; "
         f"calls per backend: {calls_text or 'none'}"
+        + (f"; simulated-user calls up to {users:,}" if users else "")
         + (f"; LLM-judge calls up to {judged:,}" if judged else "")
     )
     caps = sorted({p.max_cost for p in plans if p.max_cost is not None})

@@ -13,7 +13,9 @@ starting   (from :meth:`InterruptGuard.install` until the run starts
            :func:`~multiturn_eval.run.run_suites` sees it as it starts
            and writes a report of no test cases (``complete: false``)
 loading    :class:`Interrupted` is raised in the main thread; the caller
-           writes a report of no test cases (``complete: false``)
+           writes a report of no test cases (``complete: false``); if
+           the main thread is inside C code and does not run the
+           handler, the watchdog writes that report (see below)
 running    the run's task is cancelled: no new test case starts, running
            ones stop, the finished ones are reported
 writing    the reports being written are finished (``report.json`` first)
@@ -35,12 +37,27 @@ thread. So a watchdog thread also hears every signal (through
 ``signal.set_wakeup_fd``) and, if the main thread has not started writing the
 final reports and its event loop does not answer within twice
 :attr:`InterruptGuard.grace` seconds, writes them itself from the run's state
-and exits 3. Before the run's event loop exists (starting, loading) the
-watchdog waits up to :attr:`InterruptGuard.writing_limit` for the main thread
-once that thread has run the handler (it is then on its way to the reports:
-imports of the renderers can take longer than the grace on a busy machine);
-if the handler never ran (the main thread is stuck in C code), it exits 3. Reports are written under one lock, so the
-main thread's writing, the periodic snapshot and the watchdog's never mix.
+and exits 3.
+
+Before the run's event loop exists (starting, loading) the main thread's
+answer is the handler itself: if it has run within twice the grace, the main
+thread is on its way to the reports (imports of the renderers can take longer
+than the grace on a busy machine) and the watchdog waits for it, up to
+:attr:`InterruptGuard.writing_limit`. If it has not, the main thread is inside
+C code that the signal did not interrupt and that may not return for a long
+time: a C extension's import, a large suite in the YAML parser, or any
+blocking call (a sleep, a read) the signal reached just before it started
+(the C-level handler then only sets a flag, and the call runs to its end
+before Python looks at it). The watchdog then writes the report of no test
+case itself (:attr:`InterruptGuard.emergency` is set as soon as the run knows
+where reports go) and exits 3 (``validate``, which has no reports, just exits
+3); before the run knows where reports go (argv, settings) it waits for the
+main thread, the only one that can write them. Reports are written under one lock, so the main
+thread's writing, the periodic snapshot and the watchdog's never mix. The
+watchdog's own writing is bounded by :attr:`InterruptGuard.writing_limit` too
+(it may need a module the stuck main thread is importing), so every wait is
+bounded: whatever the main thread does, the process exits 3 within a few
+``writing_limit`` of the first signal.
 
 Every such exit skips ``atexit``; what must happen anyway (MCP server processes
 killed) is registered with :func:`before_hard_exit` and runs first.
@@ -108,7 +125,8 @@ class InterruptGuard:
         self.stop_reason: str | None = None
         self.write_lock = threading.Lock()
         self.emergency: Callable[[str], None] | None = None
-        """Writes the reports from what is known; called by the watchdog thread."""
+        """Writes the reports from what is known (a report of no test case while loading);
+        called by the watchdog thread, holding :attr:`write_lock`."""
         self.on_stop: Callable[[], None] | None = None
         """Called in the main thread when the first signal comes during the ``running`` phase."""
         self.ping: Callable[[Callable[[], None]], None] | None = None
@@ -260,20 +278,33 @@ class InterruptGuard:
                 target=self._rescue, args=(name,), name="interrupt-rescue", daemon=True
             ).start()
 
+    def _handled_within(self, seconds: float) -> bool:
+        """Whether the main thread runs the handler (it counts the signals) within ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while self._signals == 0 and time.monotonic() < deadline and not self._done.wait(0.02):
+            pass
+        return self._signals > 0
+
     def _rescue(self, name: str) -> None:
         """Let the main thread stop the run; if it cannot (blocked), write the reports and exit."""
         if self._done.wait(self.grace):
             return
-        # No event loop yet. Either the main thread ran the handler (Interrupted was raised:
-        # it is on its way to the reports) or it is inside C code (a large suite in the YAML
-        # parser) and will run the handler when that returns: give it time either way.
-        deadline = time.monotonic() + self.writing_limit
-        while (
-            self.phase in ("starting", "loading")
-            and time.monotonic() < deadline
-            and not self._done.wait(0.05)
-        ):
-            pass
+        # No event loop yet. If the main thread ran the handler (Interrupted was raised, or the
+        # signal was noted) it is on its way to the reports: give it time. If it has not, it is
+        # inside C code that may not return for long (see the module's docstring): write the
+        # report of no test case from here. Before the run knows where reports go (starting,
+        # no writer yet) the main thread is the only one that can write them: wait for it.
+        # Loading without a writer (validate) has no reports: exit.
+        before_the_loop = self.phase in ("starting", "loading")
+        only_main_can_write = self.phase == "starting" and self.emergency is None
+        if before_the_loop and (only_main_can_write or self._handled_within(self.grace)):
+            deadline = time.monotonic() + self.writing_limit
+            while (
+                self.phase in ("starting", "loading")
+                and time.monotonic() < deadline
+                and not self._done.wait(0.05)
+            ):
+                pass
         if self._done.is_set():
             return
         if self.phase == "running" and self.ping is not None:
@@ -294,18 +325,45 @@ class InterruptGuard:
             self.write_lock.release()
             return
         reason = self.stop_reason or f"interrupted by {name}"
-        if self.emergency is None:
+        emergency = self.emergency
+        stuck_loading = (
+            f"multiturn-eval: {name}: the loading of the suites did not stop within "
+            f"{2 * self.grace:g} s (the main thread is inside C code the signal did not "
+            "interrupt); "
+        )
+        if emergency is None and self.phase == "loading":  # validate: no reports to write
+            _write_stderr(stuck_loading + "exiting (exit 3)\n")
+        elif emergency is None:
             _write_stderr(
                 f"multiturn-eval: {name}: the run did not stop (blocked before any test case "
                 "started); exiting without reports (exit 3)\n"
             )
         else:
-            _write_stderr(
-                f"multiturn-eval: {name}: the run did not stop within {2 * self.grace:g} s "
-                "(blocked by user code?); writing the reports of what finished\n"
-            )
+            if self.phase in ("starting", "loading"):
+                _write_stderr(stuck_loading + "writing a report of no test case\n")
+            else:
+                _write_stderr(
+                    f"multiturn-eval: {name}: the run did not stop within {2 * self.grace:g} s "
+                    "(blocked by user code?); writing the reports of what finished\n"
+                )
+            self._write_bounded(emergency, reason)
+        _hard_exit()
+
+    def _write_bounded(self, emergency: Callable[[str], None], reason: str) -> None:
+        """``emergency(reason)``, given at most :attr:`writing_limit` seconds.
+
+        It may import a renderer, and the import waits forever if the main thread is stuck
+        importing a module the renderer needs too (or holds the import lock: a signal
+        handled inside importlib can leave it held)."""
+
+        def write() -> None:
             try:
-                self.emergency(reason)
+                emergency(reason)
             except BaseException as exc:  # nothing may stop the exit
                 _write_stderr(f"multiturn-eval: could not write the reports: {exc!r}\n")
-        _hard_exit()
+
+        writer = threading.Thread(target=write, name="interrupt-writer", daemon=True)
+        writer.start()
+        writer.join(self.writing_limit)
+        if writer.is_alive():
+            _write_stderr("multiturn-eval: writing the reports takes too long; exiting (exit 3)\n")

@@ -37,10 +37,14 @@ _NAMES = {
     "RetryConfig": "retry",
     "FileRef": "a files entry",
     "ToolSpec": "an agent.tools entry",
+    "McpServerSpec": "an agent.mcp_servers entry",
     "ModelPrice": "a pricing entry",
     "AzureConfig": "agent.azure",
     "FuzzyMatcher": "a fuzzy matcher",
     "RegexMatcher": "a regex matcher",
+    "UserConfig": "a simulated user (user:)",
+    "UserSimulatorConfig": "user_simulator",
+    "SimulatorConfig": "user.simulator",
 }
 #: discriminator fields, and the noun of the models they tell apart
 _DISCRIMINATORS = {"type": "evaluation", "backend": "agent"}
@@ -180,6 +184,10 @@ def unknown_key_message(key: Any, location: Sequence[str | int]) -> str:
         if match is not None:
             return f"unknown key; did you mean '{match}'?"
         owners = [m for m in _models() if key in m.model_fields and m is not model]
+        tag = _tag_of(model)
+        if tag is not None:  # an agent's key: the other agents first (not an mcp_servers entry)
+            siblings = [m for m in owners if (_tag_of(m) or ("",))[0] == tag[0]]
+            owners = siblings or owners
         if owners:
             where = ", ".join(describe(m) + _metrics_taking(m, key) for m in owners)
             return f"'{key}' is not a key of {describe(model)}; it is a key of {where}"

@@ -13,7 +13,10 @@ Order of work, all before any agent is called:
 3. validate with the pydantic models (:mod:`suite`);
 4. check what needs the file system or an import: ``instructions_file``,
    ``files``, tools, graders, the python factory; and that a ``numeric``
-   evaluation only meets numeric ground truths.
+   evaluation only meets numeric ground truths;
+5. check the MCP servers as far as can be done without starting one
+   (:func:`~multiturn_eval.tools.mcp_servers.check.load_problems`); every value
+   of their ``env`` and ``headers`` is a secret.
 
 Where a problem is and how it is worded: :mod:`.locate`; how files are read
 (bounded, never blocking): :mod:`.reading`; what the result holds:
@@ -46,6 +49,7 @@ from .locate import CaseLineLocator, Locator, validation_issues
 from .pricing import judge_provider
 from .reading import FILE_KINDS, file_problem, open_binary, read_text
 from .secrets import is_secret_name, is_secret_value
+from .simulation.record import USER_GOAL
 from .suite import (
     CodeEvaluation,
     Evaluation,
@@ -85,13 +89,22 @@ def _judge_block(path: Path_) -> bool:
 
 
 _EVALUATION_LISTS = ("evaluations", "conversation_evaluations")
+_MCP_SECRET = ("env", "headers")
+
+
+def _simulator_block(path: Path_) -> bool:
+    """Whether ``path`` lies inside ``user_simulator:`` or a test case's ``user.simulator``."""
+    return path[:1] == ("user_simulator",) or (
+        len(path) >= 4 and path[0] == "test_cases" and path[2:4] == ("user", "simulator")
+    )
 
 
 def unused_blocks(*, agent_called: bool, judges_called: bool) -> Callable[[Path_], bool] | None:
     """Which fields a run will not use, so that their variables (``${VAR}``) need not be set.
 
-    ``regrade`` calls no agent (the ``agent:`` block is not used) and, without
-    ``--rejudge``, no judge (the ``judge:`` blocks are not used). An unset
+    ``regrade`` calls no agent (the ``agent:`` block is not used), no simulated user
+    (``user_simulator:`` and ``user.simulator``: the recorded conversation is replayed)
+    and, without ``--rejudge``, no judge (the ``judge:`` blocks are not used). An unset
     variable there is left as written (``${OPENAI_API_KEY}``) instead of being
     an error; everything regrade does use (inputs, ground truths, evaluations,
     ``context``) must still resolve.
@@ -100,7 +113,7 @@ def unused_blocks(*, agent_called: bool, judges_called: bool) -> Callable[[Path_
         return None
 
     def unused(path: Path_) -> bool:
-        return (not agent_called and path[:1] == ("agent",)) or (
+        return (not agent_called and (path[:1] == ("agent",) or _simulator_block(path))) or (
             not judges_called and _judge_block(path)
         )
 
@@ -129,8 +142,12 @@ def _substitute(
     if not isinstance(value, str) or "$" not in value:
         return value
     secret_field = (
-        len(path) >= 2 and path[0] == "agent" and path[1] in ("api_key", "headers")
-    ) or (len(path) >= 2 and path[-1] == "api_key" and path[-2] == "judge")
+        (len(path) >= 2 and path[0] == "agent" and path[1] in ("api_key", "headers"))
+        or (len(path) >= 2 and path[-1] == "api_key" and path[-2] == "judge")
+        or (path[-1:] == ("api_key",) and _simulator_block(path))
+        # an MCP server's env and headers: every value (and so every variable in it) is secret
+        or (len(path) >= 5 and path[:2] == ("agent", "mcp_servers") and path[3] in _MCP_SECRET)
+    )
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -219,13 +236,21 @@ def load_suite(
         secrets=secrets,
     )
     add_import_paths([path.parent, Path.cwd()])
-    checks = _Checks(loaded, env, judges_called)
+    checks = _Checks(loaded, env, judges_called, agent_called)
     checks.suite(locator)
+    if agent_called:  # regrade starts no server
+        checks.issues.extend(_check_mcp_servers(loaded, locator, env))
     cases = loaded.cases = CaseSource(suite.test_cases)
     for i, case in enumerate(suite.test_cases):
         judge_calls = checks.case(case, i, locator)
-        turns = len(case.turns) if case.turns is not None else 1
-        cases.add(case.name, case.tags, turns, doc.line_of(("test_cases", i)), judge_calls)
+        cases.add(
+            case.name,
+            case.tags,
+            len(case.effective_turns()),
+            doc.line_of(("test_cases", i)),
+            judge_calls,
+            max_turns=case.user.max_turns if case.user is not None else 0,
+        )
     if suite.test_cases_file is not None:
         _read_cases_file(loaded, suite.test_cases_file, checks, locator, env, unused)
     _warn_duplicates(loaded)
@@ -313,10 +338,19 @@ class _Checks:
     when nothing else is wrong (a judge block is checked once the rest resolves).
     """
 
-    def __init__(self, loaded: LoadedSuite, env: Mapping[str, str], judges_called: bool) -> None:
+    def __init__(
+        self,
+        loaded: LoadedSuite,
+        env: Mapping[str, str],
+        judges_called: bool,
+        agent_called: bool = True,
+    ) -> None:
         self.loaded = loaded
         self.env = env
         self.judges_called = judges_called
+        self.agent_called = agent_called
+        """False: a regrade (no simulated user is called: the recorded one is replayed)."""
+        self._simulation_said: set[tuple[Path_, str]] = set()
         self.issues = _Issues()
         self.judge_issues = _Issues()
         self._judge_seen: set[tuple[Path_, str]] = set()
@@ -476,7 +510,46 @@ class _Checks:
                                 "(e.g. metric: equality)",
                             )
                         )
+        if case.user is not None:
+            self._simulation(case, index, locator)
         return self._case_judges(case, index, locator)
+
+    def _simulation(self, case: TestCase, index: int, locator: Locator) -> None:
+        """A simulated test case (``user:``): its simulator merged and resolved, its factory
+        imported or its ``prompt_file`` read, its fidelity judge (:func:`~.simulation.check_case`);
+        its plan kept in ``loaded.simulations[index]``.
+
+        A regrade (``agent_called=False``) replays the recorded conversation: no API key is
+        needed, and the fidelity judge is checked with the other judges only under ``--rejudge``.
+        """
+        from .simulation import check_case
+
+        assert case.user is not None
+        loaded = self.loaded
+        suite = loaded.suite
+        plan, problems = check_case(
+            case.user,
+            suite.user_simulator,
+            case_path=("test_cases", index),
+            has_turns=case.turns is not None,
+            has_input=case.input is not None,
+            base_dir=loaded.base_dir,
+            env=self.env,
+            suite_judge=suite.judge,
+            case_judge=case.judge,
+            simulator_called=self.agent_called,
+        )
+        said = self._simulation_said
+        for problem in problems:  # a problem of user_simulator: is said once, not per case
+            if (problem.path, problem.message) not in said:
+                said.add((problem.path, problem.message))
+                self.issues.append(locator.issue(problem.path, problem.message))
+        if plan is None:
+            return
+        loaded.simulations[index] = plan
+        key = plan.simulator.api_key
+        if key is not None and is_secret_value(key):  # a key written into the suite too
+            loaded.secrets.add(key)
 
     def _judge_add(self, where: Path_, message: str, locator: Locator) -> None:
         if (where, message) not in self._judge_seen:
@@ -600,7 +673,75 @@ class _Checks:
                     locator,
                     marker,
                 )
+        if case.user is not None:
+            calls += self._simulated_judges(case, index, locator)
         return calls
+
+    def _simulated_judges(self, case: TestCase, index: int, locator: Locator) -> int:
+        """The judges of a simulated case's simulated turns (the case's evaluations, else the
+        suite's; judges that need a ground truth skip them, as every ground-truth check does)
+        and its fidelity judge; the judge calls of those turns (``max_turns`` of them, the
+        opening included; the fidelity judge's are counted apart, from its plan)."""
+        assert case.user is not None
+        suite = self.loaded.suite
+        case_path: Path_ = ("test_cases", index)
+        if case.evaluations is not None:
+            level, level_path = case.evaluations, (*case_path, "evaluations")
+        else:
+            level, level_path = suite.evaluations, ("evaluations",)
+        note = f" (for the simulated turns of {locator.named(case_path)})"
+        judged = 0
+        for j, evaluation in enumerate(level):
+            if isinstance(evaluation, JudgeEvaluation) and evaluation.use_ground_truth is not True:
+                judged += 1
+                marker: tuple[Any, ...] = (  # as a scripted turn's (see _case_judges)
+                    ("suite", j)
+                    if level_path[0] == "evaluations" and case.judge is None
+                    else ("case", index, id(case.judge), id(None), id(evaluation))
+                )
+                self._judge(
+                    evaluation,
+                    (suite.judge, case.judge, None),
+                    (*level_path, j),
+                    note,
+                    locator,
+                    marker,
+                )
+        plan = self.loaded.simulations.get(index)
+        if plan is not None and plan.fidelity and self.judges_called:
+            _fidelity_judge(
+                self.loaded,
+                case,
+                index,
+                self.env,
+                lambda where, message: self._judge_add(where, message, locator),
+                locator,
+                reported=self.agent_called,
+            )
+        return judged * case.user.max_turns
+
+
+def _check_mcp_servers(
+    loaded: LoadedSuite, locator: Locator, env: Mapping[str, str]
+) -> list[ConfigIssue]:
+    """The agent's MCP servers, checked without starting any; their secrets noted."""
+    agent = loaded.suite.agent
+    specs = getattr(agent, "mcp_servers", None)
+    if not specs:
+        return []
+    from .suite import server_configs
+    from .tools.mcp_servers import mcp_secrets
+    from .tools.mcp_servers.check import load_problems
+
+    loaded.secrets |= mcp_secrets(specs)
+    python_tools = {
+        spec.name or getattr(fn, "__name__", "")
+        for spec, fn in zip(agent.tools, loaded.tools, strict=False)
+    }
+    problems = load_problems(
+        server_configs(specs, loaded.base_dir), env=env, python_tools=python_tools
+    )
+    return [locator.issue(("agent", "mcp_servers", *where), why) for where, why in problems]
 
 
 def _read_cases_file(
@@ -683,8 +824,16 @@ def _read_case_line(
         broken(case)
         return
     judge_calls = checks.case(case, index, locator)
-    turns = len(case.turns) if case.turns is not None else 1
-    cases.add(case.name, case.tags, turns, raw.number, judge_calls, raw.data, raw.offset)
+    cases.add(
+        case.name,
+        case.tags,
+        len(case.effective_turns()),
+        raw.number,
+        judge_calls,
+        raw.data,
+        raw.offset,
+        max_turns=case.user.max_turns if case.user is not None else 0,
+    )
 
 
 _validate_case = TestCase.model_validate
@@ -734,6 +883,46 @@ def _case_of_line(
         return validation_issues(exc, value, locator, here)
 
 
+def _fidelity_judge(
+    loaded: LoadedSuite,
+    case: TestCase,
+    index: int,
+    env: Mapping[str, str],
+    add: Callable[[Path_, str], None],
+    locator: Locator,
+    *,
+    reported: bool,
+) -> None:
+    """The fidelity judge of simulated case ``index`` (``fidelity: true``): the suite's (and
+    the case's) ``judge:``; its client built before the run, its price checked by ``--max-cost``.
+
+    ``reported``: :func:`~.simulation.check_case` already said why it does not resolve (a
+    run); a regrade with ``--rejudge`` calls it without having checked it there.
+    """
+    assert case.user is not None
+    where: Path_ = ("test_cases", index, "user", "fidelity")
+    try:
+        judge = resolve(merge_levels(loaded.suite.judge, case.judge), env)
+    except JudgeConfigProblem as exc:
+        if not reported:
+            add(
+                where if case.user.fidelity is not None else ("user_simulator", "fidelity"),
+                f"fidelity: true judges each simulated message with the suite's judge: {exc}",
+            )
+        return
+    loaded.judge_endpoints.add((judge.backend, judge.base_url, judge.api_key, judge.api_version))
+    provider = judge_provider(judge.backend, judge.api_version)
+    if (judge.model, provider) not in loaded.judge_models:
+        located = locator.issue(where, "")  # the suite file's line, or the case's own line
+        loaded.judge_models[(judge.model, provider)] = (
+            located.file or loaded.display_path,
+            located.line,
+            format_path(where),
+        )
+    if is_secret_value(judge.api_key):
+        loaded.secrets.add(judge.api_key)
+
+
 def _read_schema(loaded: LoadedSuite, name: str) -> str | None:
     """Read and check a ``schema_file`` into ``loaded.json_schemas``; the problem, if any."""
     from .suite import json_schema_problem
@@ -771,11 +960,13 @@ def _conversation_name_issues(
     }
     if case.conversation_tools is not None:
         per_turn.add("conversation_tools")  # the metric name of conversation_tools
+    if case.user is not None:
+        per_turn.add(USER_GOAL)  # the simulated user's metric
     return [
         locator.issue(
             ("test_cases", index, "conversation_evaluations", j, "name"),
-            f"metric name '{e.metric_name}' is also a per-turn metric (or conversation_tools) "
-            "of this test case; "
+            f"metric name '{e.metric_name}' is also a per-turn metric (or conversation_tools"
+            f"{', user_goal' if case.user is not None else ''}) of this test case; "
             "give the conversation evaluation a distinct 'name:'",
         )
         for j, e in enumerate(case.conversation_evaluations)

@@ -38,7 +38,7 @@ from typing import Any, TextIO
 
 from .errors import ConfigError, ConfigIssue, ReportFormatError
 from .exit_codes import EXIT_OK
-from .results import CaseResult, Report, RunInfo, SpendCap
+from .results import CaseResult, McpServerRun, Report, RunInfo, SpendCap
 from .rollup import summarize
 
 
@@ -209,7 +209,34 @@ def _merged_run(shards: Sequence[tuple[str, Report]], missing: list[int], total:
         suite_hashes=first.suite_hashes,
         missing_shards=missing or None,
         spend_cap=_merged_cap(shards),
+        mcp_servers=_merged_servers(shards),
     )
+
+
+def _merged_servers(shards: Sequence[tuple[str, Report]]) -> list[McpServerRun] | None:
+    """Each shard's MCP servers, one entry per (suite, server): starts added up, the mean
+    start-up time weighted by them, the longest start kept."""
+    merged: dict[tuple[str, str], McpServerRun] = {}
+    for _, report in shards:
+        for server in report.run.mcp_servers or []:
+            key = (server.suite, server.name)
+            seen = merged.get(key)
+            if seen is None:
+                merged[key] = server.model_copy()
+                continue
+            starts = seen.starts + server.starts
+            means = [(s.startup_ms, s.starts) for s in (seen, server) if s.startup_ms is not None]
+            longest = [s.max_startup_ms for s in (seen, server) if s.max_startup_ms is not None]
+            merged[key] = seen.model_copy(
+                update={
+                    "starts": starts,
+                    "startup_ms": sum(m * n for m, n in means) / sum(n for _, n in means)
+                    if means and sum(n for _, n in means)
+                    else None,
+                    "max_startup_ms": max(longest) if longest else None,
+                }
+            )
+    return list(merged.values()) or None
 
 
 def _merged_cap(shards: Sequence[tuple[str, Report]]) -> SpendCap | None:

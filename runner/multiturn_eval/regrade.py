@@ -20,6 +20,12 @@ Rules (the README's "Regrade without calling the agent"):
 - LLM judges reuse their recorded verdicts through
   :data:`~multiturn_eval.grading.recorded.RECORDED_JUDGEMENTS`, unless
   ``--rejudge``;
+- a simulated test case (``user:``) replays its recorded conversation: the
+  recorded user messages are sent as scripted input, the simulator is never
+  called, the recorded outcome is kept, and the fidelity judge's recorded verdicts
+  too unless ``--rejudge`` (:data:`~multiturn_eval.simulation.case.RECORDED_CONVERSATIONS`);
+  a case whose ``user:`` block, simulator or scripted opening changed since the
+  report is "not regradable: simulation changed";
 - the report gets a ``regrade`` block and the summary says how many turn
   verdicts flipped each way against the regraded report;
 - **restriction:** of a repeated report (``--repeat``: ``runs``), the run shown
@@ -46,6 +52,7 @@ from .grading.recorded import RECORDED_JUDGEMENTS, JudgeKey
 from .reports.reader import load_report
 from .results import CaseResult, MetricResult, RegradeInfo, Report, TurnResult, sum_costs
 from .rollup import case_verdict, rollup_metrics
+from .simulation.case import RECORDED_CONVERSATIONS
 from .types import TokenUsage
 
 if TYPE_CHECKING:
@@ -130,6 +137,18 @@ def _case_level_errors(case: CaseResult) -> list[str]:
     return [e for e in case.errors if e not in turn_errors]
 
 
+class _Conversations:
+    """:class:`~.simulation.case.RecordedConversations` over the regraded report."""
+
+    def __init__(self, state: ReplayState, rejudge: bool) -> None:
+        self._state = state
+        self.rejudge = rejudge
+
+    def lookup(self, suite: str, case_index: int) -> CaseResult | None:
+        marks = self._state.marks.get((suite, case_index))
+        return marks.recorded if marks is not None else None
+
+
 class Regrader:
     """The regrade of one report: its replay state and the hooks the pipeline calls."""
 
@@ -151,19 +170,26 @@ class Regrader:
         marks = self.state.marks.get((case.suite, case.index))
         if marks is None:  # never started (an interrupted regrade): as the pipeline says
             return case
-        if marks.recorded is None:
+        if marks.recorded is None or marks.refused is not None:
+            reason = marks.refused or NOT_IN_REPORT
             unsent = [
                 t.model_copy(
                     update={
                         "skipped": True,
                         "passed": False,
-                        "errors": [NOT_IN_REPORT],
+                        "errors": [reason],
                         "infrastructure_error": False,
                     }
                 )
                 for t in case.all_turns()
             ]
-            return _rebuild(case, unsent, errors=[NOT_IN_REPORT], skipped=True, duration_ms=0.0)
+            return _rebuild(
+                case.model_copy(update={"simulation": None}),
+                unsent,
+                errors=[reason],
+                skipped=True,
+                duration_ms=0.0,
+            )
         recorded = {t.turn_index: t for t in marks.recorded.all_turns()}
         turns: list[TurnResult] = []
         blocked: str | None = None
@@ -290,7 +316,9 @@ def regrade(
         agent_called=False,
     )
     token = RECORDED_JUDGEMENTS.set(None if rejudge else _Recorded(regrader.state))
+    conversations = RECORDED_CONVERSATIONS.set(_Conversations(regrader.state, rejudge))
     try:
         return run_suites(paths, options, environment, stream=stream, guard=guard)
     finally:
+        RECORDED_CONVERSATIONS.reset(conversations)
         RECORDED_JUDGEMENTS.reset(token)

@@ -36,6 +36,83 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# ------------------------------------------------------------------ simulated users
+
+SimulationOutcome = Literal[
+    "goal_met", "gave_up", "out_of_scope", "max_turns", "invalid_simulation", "agent_error"
+]
+"""How a simulated conversation ended (see :mod:`multiturn_eval.simulation.record`)."""
+Source = Literal["scripted", "simulated"]
+"""Who wrote a turn's input: the suite (``turns:``, ``opening``) or the simulated user."""
+
+
+class SimulatorInfo(_Model):
+    """Which simulator played the user."""
+
+    backend: str
+    """anthropic | openai | python."""
+    model: str | None = None
+    """The LLM simulator's model; None for a python simulator."""
+    factory: str | None = omitted_when_none("A python simulator's factory (module:callable).")
+
+
+class FidelityVerdict(_Model):
+    """The fidelity judge on one simulated step (a message, or an end without one)."""
+
+    turn_index: int | None
+    """The turn whose input the message was; None for an end without a message."""
+    passed: bool
+    reason: str | None = None
+    error: str | None = None
+    """Set when the judge gave no usable verdict (the step then counts as failed)."""
+
+
+class Fidelity(_Model):
+    """``fidelity: true``: the judge's verdict on every simulated step of the run."""
+
+    judged: int
+    failed: int
+    verdicts: list[FidelityVerdict] = Field(default_factory=list)
+    judge_token_usage: TokenUsage | None = None
+    """The fidelity judge's tokens (they are judges' tokens: counted with the case's judges)."""
+    judge_cost_usd: float | None = None
+    ended_with: SimulationOutcome | None = omitted_when_none(
+        "When the judge made the run invalid: the outcome the simulated user had ended with."
+    )
+    ended_reason: str | None = omitted_when_none("...and the reason it had given.")
+
+
+class Simulation(_Model):
+    """How the simulated user's part of a test case went (``CaseResult.simulation``)."""
+
+    goal: str
+    outcome: SimulationOutcome
+    reason: str | None = None
+    user_turns: int
+    """Messages the simulated part sent (the opening included, scripted turns not)."""
+    simulator: SimulatorInfo
+    user_token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    """The simulator's tokens (not in token_usage, the agent's, nor in judge_token_usage)."""
+    user_cost_usd: float | None = None
+    """What the simulator cost; None when no price is known (a python simulator)."""
+    fidelity: Fidelity | None = omitted_when_none(
+        "With fidelity: true, the fidelity judge's verdicts on the simulated messages."
+    )
+    silent_end: bool | None = omitted_when_none(
+        "True when the simulated user ended without a last message (done, no message): "
+        "regrade replays that end as it was."
+    )
+    digest: str | None = omitted_when_none(
+        "What decided the conversation (the user: block and the simulator), hashed: "
+        "regrade replays the recorded conversation only while it is unchanged."
+    )
+
+    @property
+    def invalid(self) -> bool:
+        """The simulator broke its rules (or broke): the run says nothing about the agent."""
+        return self.outcome == "invalid_simulation"
+
+
 class ArgMatchDetail(_Model):
     """How one expected tool was matched against the turn's calls."""
 
@@ -62,6 +139,10 @@ class TurnResult(_Model):
     turn_index: int
     line: int | None = None
     input: str
+    source: Source | None = omitted_when_none(
+        "A simulated test case's turns: who wrote the input (scripted: the suite's turns "
+        "and the opening; simulated: the simulated user). Absent on other test cases."
+    )
     response: str | None = None
     ground_truth: str | None = None
     tool_invocations: list[ToolInvocation] = Field(default_factory=list)
@@ -137,6 +218,14 @@ class RepeatSummary(_Model):
         "Set when fewer runs finished than were planned (an interrupted or stopped run): "
         "the K asked for; ``runs`` and the verdict count the finished runs only."
     )
+    invalid_runs: int | None = omitted_when_none(
+        "A simulated test case: runs whose simulation was invalid (invalid_simulation), "
+        "left out of runs, passes and pass^K; they say nothing about the agent."
+    )
+    outcomes: dict[str, int] | None = omitted_when_none(
+        "A simulated test case: how many runs ended with each outcome (goal_met, gave_up, "
+        "invalid_simulation, ...), every finished run counted."
+    )
 
 
 class CaseRun(_Model):
@@ -156,6 +245,9 @@ class CaseRun(_Model):
     """This run's turns (a legacy single-turn case: its one turn)."""
     tracebacks: list[UserTraceback] | None = omitted_when_none(
         "Where your code raised in this run outside its turns (see CaseResult.tracebacks)."
+    )
+    simulation: Simulation | None = omitted_when_none(
+        "A simulated test case: how this run's simulated conversation went."
     )
 
 
@@ -207,6 +299,11 @@ class CaseResult(_Model):
     tracebacks: list[UserTraceback] | None = omitted_when_none(
         "Where your code raised outside the turns (the factory, close(), a conversation "
         "grader); for a legacy single-turn case also its turn's. Absent when none raised."
+    )
+    simulation: Simulation | None = omitted_when_none(
+        "A simulated test case (user:): the goal, how the conversation ended, the simulator "
+        "and its usage and cost (apart from the agent's and the judges'). With --repeat, the "
+        "run shown's, with the usage and cost of every run."
     )
 
     def all_turns(self) -> list[TurnResult]:
@@ -285,6 +382,10 @@ class RepeatTotals(_Model):
     """pass_all / test cases that ran; None when none ran."""
     pass_any_rate: float | None
     """pass_any / test cases that ran; None when none ran."""
+    invalid_runs: int | None = omitted_when_none(
+        "Runs of simulated test cases left out of pass^K and pass@K: their simulation was "
+        "invalid (invalid_simulation)."
+    )
 
 
 class Summary(_Model):
@@ -312,6 +413,12 @@ class Summary(_Model):
     judge_cost_usd: float | None = omitted_when_none(
         "What the LLM judges of the run cost (not in cost_usd)."
     )
+    user_token_usage: TokenUsage | None = omitted_when_none(
+        "Tokens the simulated users of the run used (not in token_usage nor judge_token_usage)."
+    )
+    user_cost_usd: float | None = omitted_when_none(
+        "What the simulated users of the run cost (not in cost_usd nor judge_cost_usd)."
+    )
 
 
 class GitHubRun(_Model):
@@ -335,6 +442,23 @@ class SpendCap(_Model):
     reached: bool
     not_started: int = 0
     """Test cases skipped because the cap was reached."""
+
+
+class McpServerRun(_Model):
+    """One MCP server of a suite's agent (``agent.mcp_servers``), as the run started it."""
+
+    suite: str
+    name: str
+    scope: Literal["case", "run"]
+    """``run``: one server shared by every test case; ``case``: one per test case (and run)."""
+    transport: Literal["stdio", "streamable-http"]
+    starts: int
+    """How many times it started: once for the run or once per case run, plus restarts
+    after crashes."""
+    startup_ms: float | None = None
+    """The mean time a start took (process, ``initialize``, tool list)."""
+    max_startup_ms: float | None = None
+    """The longest start."""
 
 
 class ShardInfo(_Model):
@@ -372,6 +496,9 @@ class RunInfo(_Model):
     )
     spend_cap: SpendCap | None = omitted_when_none(
         "With --max-cost: the cap, the estimated spend and the test cases it kept from starting."
+    )
+    mcp_servers: list[McpServerRun] | None = omitted_when_none(
+        "With agent.mcp_servers: every MCP server the run started, its scope and start-up time."
     )
 
 

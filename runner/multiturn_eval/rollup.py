@@ -31,6 +31,7 @@ from .results import (
     Outcome,
     RepeatSummary,
     RepeatTotals,
+    Simulation,
     Summary,
     TurnCounts,
     TurnPassCount,
@@ -158,6 +159,7 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
         metrics[name].mean_score = sum(scores) / len(scores)
     ran = len(results) - skipped
     repeat, mean_cost = _repeat_totals(results, ran)
+    simulations = [c.simulation for c in results if c.simulation is not None]
     return Summary(
         total=len(results),
         passed=passed,
@@ -173,6 +175,10 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
         mean_cost_per_case_run=mean_cost,
         judge_token_usage=sum_usages(c.judge_token_usage for c in results),
         judge_cost_usd=sum_costs(c.judge_cost_usd for c in results),
+        user_token_usage=TokenUsage.sum([s.user_token_usage for s in simulations])
+        if simulations
+        else None,
+        user_cost_usd=sum_costs(s.user_cost_usd for s in simulations),
     )
 
 
@@ -200,6 +206,7 @@ def _repeat_totals(
         flaky=sum(1 for r in repeated if r.flaky),
         pass_all_rate=pass_all / ran if ran else None,
         pass_any_rate=pass_any / ran if ran else None,
+        invalid_runs=sum(r.invalid_runs or 0 for r in repeated) or None,
     )
     cost = sum_costs(c.cost_usd for c in results)
     return totals, (cost / case_runs if cost is not None and case_runs else None)
@@ -246,14 +253,17 @@ def aggregate_runs(
     finished = [r for _, r in indexed]
     if not finished:
         raise ValueError("aggregate_runs needs at least one finished run")
-    total = len(finished)
-    passes = sum(1 for r in finished if r.passed)
+    # a simulated run whose simulation was invalid says nothing about the agent: left out
+    counted = [r for r in finished if counts_for_agent(r)] or []
+    invalid = len(finished) - len(counted)
+    total = len(counted)
+    passes = sum(1 for r in counted if r.passed)
     passed = gate_passed(passes, total, min_pass_rate)
     representative = next(
-        (r for r in finished if r.passed == passed), finished[0]
+        (r for r in counted if r.passed == passed), counted[0] if counted else finished[0]
     )  # a failing run when the case failed, a passing one when it passed
     counts: dict[int, list[int]] = {}
-    for run in finished:
+    for run in counted:
         for turn in run.all_turns():
             count = counts.setdefault(turn.turn_index, [0, 0])
             count[0] += turn.passed
@@ -275,10 +285,15 @@ def aggregate_runs(
             f"only {total} of {planned} runs finished before the run stopped; "
             "the verdict is over those"
         )
+    if invalid:
+        warnings.append(
+            f"{invalid} of {len(finished)} runs left out of the verdict: their simulation was "
+            "invalid (invalid_simulation), which says nothing about the agent"
+        )
     summary = RepeatSummary(
         runs=total,
         passes=passes,
-        pass_rate=passes / total,
+        pass_rate=passes / total if total else 0.0,
         pass_all=passes == total,
         pass_any=passes > 0,
         min_pass_rate=min_pass_rate,
@@ -286,11 +301,21 @@ def aggregate_runs(
         turn_pass_counts=turn_counts,
         varying_turns=[c.turn_index for c in turn_counts if 0 < c.passed < c.runs],
         planned_runs=planned if short else None,
+        invalid_runs=invalid or None,
+        outcomes=_outcomes(finished),
     )
+    errors = list(representative.errors)
+    if not counted:  # every run was invalid: the case errors, it says nothing about the agent
+        errors.append(
+            f"all {len(finished)} runs were invalid simulations (invalid_simulation): "
+            "no verdict on the agent"
+        )
     return representative.model_copy(
         update={
             "passed": passed,
-            "outcome": "passed" if passed else representative.outcome,
+            "outcome": "passed" if passed else ("error" if not counted else representative.outcome),
+            "errors": errors,
+            "simulation": _simulation_totals(representative, finished),
             "duration_ms": sum(r.duration_ms for r in finished),
             "token_usage": TokenUsage.sum([r.token_usage for r in finished]),
             "cost_usd": sum_costs(r.cost_usd for r in finished),
@@ -299,6 +324,34 @@ def aggregate_runs(
             "warnings": warnings,
             "repeat": summary,
             "runs": [case_run(i, r) for i, r in indexed],
+        }
+    )
+
+
+def counts_for_agent(result: CaseResult) -> bool:
+    """Whether a run's result says something about the agent (an invalid simulation does not)."""
+    return result.simulation is None or not result.simulation.invalid
+
+
+def _outcomes(runs: Sequence[CaseResult]) -> dict[str, int] | None:
+    """How many simulated runs ended with each outcome (None: not a simulated case)."""
+    found: dict[str, int] = {}
+    for run in runs:
+        if run.simulation is not None:
+            found[run.simulation.outcome] = found.get(run.simulation.outcome, 0) + 1
+    return found or None
+
+
+def _simulation_totals(representative: CaseResult, runs: Sequence[CaseResult]) -> Simulation | None:
+    """The representative run's simulation block, with the simulator's usage and cost of every
+    run (they were all spent)."""
+    if representative.simulation is None:
+        return None
+    simulations = [r.simulation for r in runs if r.simulation is not None]
+    return representative.simulation.model_copy(
+        update={
+            "user_token_usage": TokenUsage.sum([s.user_token_usage for s in simulations]),
+            "user_cost_usd": sum_costs(s.user_cost_usd for s in simulations),
         }
     )
 
@@ -318,4 +371,5 @@ def case_run(run_index: int, result: CaseResult) -> CaseRun:
         metric_results=result.metric_results,
         turns=result.all_turns(),
         tracebacks=result.tracebacks if result.turns is not None else None,
+        simulation=result.simulation,
     )

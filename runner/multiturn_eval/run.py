@@ -52,10 +52,11 @@ if TYPE_CHECKING:
     from .grading.judges.service import JudgeService
     from .loaded import LoadedSuite, PlannedSuite
     from .reports.console import Console
-    from .results import CaseResult, Report
+    from .results import CaseResult, McpServerRun, Report
     from .scheduler import RunState
     from .settings import RunSettings
     from .sharding import ShardSpec
+    from .simulation.calls import SimulatorService
 
 
 OnResult = Callable[["CaseResult"], None]
@@ -256,10 +257,14 @@ class _Pipeline:
         """``--keep-passed``: earlier results carried into this report."""
         self.judges: JudgeService | None = None
         """The run's LLM-judge clients and de-duplication cache (built with the backends)."""
+        self.simulators: SimulatorService | None = None
+        """The run's simulated-user model clients (built with the backends)."""
         from .reports.writer import OnDisk
 
         self.disk = OnDisk()
         """How far ``results.jsonl`` and ``report.json`` have got (the second signal's exit)."""
+        self.backends: Sequence[Backend] = ()
+        """The suites' backends, once the run starts (``run.mcp_servers`` comes from them)."""
 
     def resolved(self, path: str | Path) -> Path:
         """``path`` as an absolute path, relative paths taken from :attr:`start_dir`."""
@@ -327,6 +332,7 @@ class _Pipeline:
         if self.shard_info is not None:
             report.run.shard = ShardInfo.model_validate(self.shard_info["shard"])
             report.run.suite_hashes = dict(self.shard_info["suite_hashes"])
+        report.run.mcp_servers = self._mcp_servers()
         state = self.state
         if state is None:
             return
@@ -339,6 +345,29 @@ class _Pipeline:
                 reached=state.capped is not None,
                 not_started=state.not_started,
             )
+
+    def _mcp_servers(self) -> list[McpServerRun] | None:
+        """``run.mcp_servers``: every MCP server started so far, suite by suite."""
+        from .backends.base import ModelBackend
+        from .results import McpServerRun
+
+        if self.state is None:
+            return None
+        out = [
+            McpServerRun(
+                suite=planned.loaded.display_path,
+                name=start.name,
+                scope=start.scope,
+                transport=start.transport,
+                starts=start.starts,
+                startup_ms=start.startup_ms,
+                max_startup_ms=start.max_startup_ms,
+            )
+            for planned, backend in zip(self.state.plan, self.backends, strict=False)
+            if isinstance(backend, ModelBackend)
+            for start in backend.server_starts()
+        ]
+        return out or None
 
     def write(
         self,
@@ -365,9 +394,28 @@ class _Pipeline:
         return write_reports(report, self.report_dir, chosen, self.redact, keep, written)
 
     def emergency(self, reason: str) -> None:
-        """The watchdog's way out: the reports of what finished, from another thread."""
+        """The watchdog's way out: the reports of what finished, from another thread
+        (while the suites load, a report of no test case: the main thread is stuck in C)."""
+        if self.state is None:
+            self.write_unloaded(self.unloaded(reason))
+            return
         covers = self.disk.journaled
         self.write(self.build(False, reason, reason), covers=covers)
+
+    def unloaded(self, reason: str) -> Report:
+        """The report of a run a signal stopped while the suites loaded: no test case."""
+        return self.build(False, f"{reason} while loading the suites", reason)
+
+    def write_unloaded(
+        self,
+        report: Report,
+        written: dict[str, Path] | None = None,
+        formats: Sequence[str] | None = None,
+    ) -> None:
+        """Write :meth:`unloaded`'s report; the report directory is checked first
+        (:meth:`load` checks it only once the suites are loaded)."""
+        check_report_dir(self.run_settings, self.options.report_dir_label, self.report_dir)
+        self.write(report, written, covers=0, formats=formats)
 
     def catch_up(self, deadline: float) -> None:
         """Before the exit on a second signal: ``report.json`` holds every case of
@@ -395,14 +443,11 @@ class _Pipeline:
                 return
 
     def _write_json_now(self) -> None:
-        reason = (
-            (self.state.stop_reason if self.state is not None else None)
-            or self.guard.stop_reason
-            or "interrupted"
-        )
-        if self.state is None:  # still loading: the directory has not been checked yet
-            check_report_dir(self.run_settings, self.options.report_dir_label, self.report_dir)
-            reason = f"{reason} while loading the suites"
+        if self.state is None:  # still loading
+            reason = self.guard.stop_reason or "interrupted"
+            self.write_unloaded(self.unloaded(reason), formats=("json",))
+            return
+        reason = self.state.stop_reason or self.guard.stop_reason or "interrupted"
         covers = self.disk.journaled
         self.write(self.build(False, reason, reason), covers=covers, formats=("json",))
 
@@ -478,6 +523,17 @@ class _Pipeline:
 
             self.judges = JudgeService(timeout=self.run_settings.turn_timeout)
             self.judges.prepare(endpoints)
+        users = {
+            endpoint
+            for p in plan
+            for case in p.loaded.simulations.values()
+            if (endpoint := case.simulator.endpoint) is not None
+        }
+        if users and self.options.agent_called:  # a regrade never calls a simulated user
+            from .simulation.calls import SimulatorService
+
+            self.simulators = SimulatorService(timeout=self.run_settings.turn_timeout)
+            self.simulators.prepare(users)
         secrets: set[str] = set()
         for planned, backend in zip(plan, backends, strict=True):
             secrets |= planned.loaded.secrets
@@ -531,6 +587,17 @@ class _Pipeline:
                 f"--keep-passed: {len(self.kept)} passed result{'s' if len(self.kept) != 1 else ''} "
                 f"kept from {self.options.rerun_failed}"
             )
+        from .backends.base import ModelBackend
+
+        for backend in self.backends:
+            if isinstance(backend, ModelBackend) and backend.mcp is not None:
+                for start in backend.server_starts():
+                    when = (
+                        f"started in {start.startup_ms:.0f} ms, shared by every test case"
+                        if start.scope == "run" and start.startup_ms is not None
+                        else "one per test case"
+                    )
+                    lines.append(f"MCP server {start.name} ({start.transport}): {when}")
         caps = sorted({p.settings.max_cost for p in plan if p.settings.max_cost is not None})
         if caps:
             from .spend import dollars
@@ -540,8 +607,12 @@ class _Pipeline:
             )
         return lines
 
-    def execute(self, backends: Sequence[Backend]) -> BaseException | None:
-        """Run the plan; returns an internal error (a bug) if one ended it."""
+    def execute(
+        self, backends: Sequence[Backend], warnings: Sequence[str] = ()
+    ) -> BaseException | None:
+        """Start the MCP servers the whole run shares, show the console's start, run the
+        plan; returns an internal error (a bug) if one ended it. A ``scope: run`` server
+        that does not start raises :class:`ConfigError` (no agent was called)."""
         from .reports.writer import ProgressWriter
 
         assert self.state is not None
@@ -570,7 +641,9 @@ class _Pipeline:
 
         internal_error: BaseException | None = None
         try:
-            run_loop(self._run(backends, on_result))
+            run_loop(self._run(backends, on_result, warnings))
+        except ConfigError:
+            raise
         except (KeyboardInterrupt, Interrupted):
             state.stop_reason = state.stop_reason or self.guard.stop_reason or "interrupted"
         except SystemExit as exc:  # user code is guarded; this is a last line: never exit 0 here
@@ -590,6 +663,15 @@ class _Pipeline:
             state.stop_reason = self.guard.stop_reason
         return internal_error
 
+    def remove_empty_journal(self) -> None:
+        """Take back the ``results.jsonl`` this run opened, while it holds no line."""
+        from .reports.writer import ProgressWriter
+
+        journal = self.report_dir / ProgressWriter.JOURNAL
+        with contextlib.suppress(OSError):
+            if journal.stat().st_size == 0:
+                journal.unlink()
+
     def _snapshot(self) -> Report:
         # the periodic snapshot never races the final (or the watchdog's) writing
         assert self.state is not None
@@ -597,7 +679,10 @@ class _Pipeline:
             False, self.state.stop_reason or "in progress", "still running", snapshot=True
         )
 
-    async def _run(self, backends: Sequence[Backend], on_result: OnResult) -> None:
+    async def _run(
+        self, backends: Sequence[Backend], on_result: OnResult, warnings: Sequence[str] = ()
+    ) -> None:
+        from .backends.base import start_tool_servers
         from .scheduler import run_plan
 
         assert self.state is not None
@@ -624,14 +709,28 @@ class _Pipeline:
         # one judge service per run: its de-duplication cache and clients live as long as the run
         judges = self.judges or JudgeService(timeout=self.run_settings.turn_timeout)
         judges_token = JUDGES.set(judges)
+        from .simulation.calls import SIMULATORS, SimulatorService
+
+        simulators = self.simulators or SimulatorService(timeout=self.run_settings.turn_timeout)
+        simulators_token = SIMULATORS.set(simulators)
         try:
+            try:  # in the run's event loop: the servers' tasks live in it
+                await start_tool_servers(backends)
+            except BaseException:
+                for backend in backends:
+                    with contextlib.suppress(Exception):
+                        await backend.aclose()
+                raise
+            self.start_console(state.plan, warnings)
             await run_plan(state, backends, on_result)
         except asyncio.CancelledError:
             if state.stop_reason is None:
                 raise
         finally:
             JUDGES.reset(judges_token)
+            SIMULATORS.reset(simulators_token)
             await judges.aclose()
+            await simulators.aclose()
             self.guard.on_stop = None
             self.guard.ping = None
 
@@ -672,6 +771,7 @@ def run_suites(
         # still "starting" (a signal is only noted): the settings say where reports go
         pipeline = _Pipeline(options, environment, guard, stream, on_result, secrets)
         guard.catch_up = pipeline.catch_up
+        guard.emergency = pipeline.emergency  # the watchdog can write reports from here on
         try:
             guard.enter("loading")
             if guard.interrupted:  # a signal came before the run (argv, imports)
@@ -681,7 +781,6 @@ def run_suites(
             for planned in plan:
                 _compact(planned.loaded)
             pipeline.state = RunState(plan=plan, kept=pipeline.kept)
-            guard.emergency = pipeline.emergency
             # from here on a signal stops the run (the run's task checks for one when it starts)
             guard.enter("running")
         except Interrupted:
@@ -697,8 +796,13 @@ def run_suites(
         # on every collection (about 20% of the run phase's CPU with 1,000 test cases).
         gc.freeze()
         pipeline.started_at, pipeline.started = now_iso(), time.perf_counter()
-        pipeline.start_console(plan, warnings)
-        internal_error = pipeline.execute(backends)
+        pipeline.backends = backends
+        try:  # the console starts once the run's MCP servers have (execute)
+            internal_error = pipeline.execute(backends, warnings)
+        except ConfigError:  # a scope: run MCP server did not start: still no agent called
+            pipeline.remove_empty_journal()
+            remove_created(pipeline.created_dir, pipeline.report_dir)
+            raise
         cpu_ran = time.process_time()
         outcome = _finish(pipeline, internal_error, warnings)
         outcome.cpu_seconds = {
@@ -718,16 +822,12 @@ def run_suites(
 
 def _interrupted_early(pipeline: _Pipeline) -> RunOutcome:
     """A signal while the suites were loading: a report of no test cases, exit 3."""
-    reason = pipeline.guard.stop_reason or "interrupted"
-    report = pipeline.build(False, f"{reason} while loading the suites", reason)
+    report = pipeline.unloaded(pipeline.guard.stop_reason or "interrupted")
     written: dict[str, Path] = {}
     write_error = None
     with pipeline.guard.writing():
         try:
-            check_report_dir(
-                pipeline.run_settings, pipeline.options.report_dir_label, pipeline.report_dir
-            )
-            pipeline.write(report, written, covers=0)
+            pipeline.write_unloaded(report, written)
         except (ConfigError, OSError) as exc:
             write_error = str(exc)
     return RunOutcome(

@@ -196,6 +196,7 @@ async def _run_suite(
                     backend,
                     planned.settings.turn_timeout,
                     settings=planned.settings,
+                    run_index=run,
                 )
             except CaseReadError as exc:  # its line of the test_cases_file changed: this case only
                 result = unreadable_result(planned.loaded, index, str(exc))

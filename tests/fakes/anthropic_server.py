@@ -344,7 +344,18 @@ def judge_pass(request: Request) -> Message:
     return verdict(verdict="pass", reason="The reply meets the rubric.")
 
 
-RESPONDERS = {"tool-then-answer": tool_then_answer, "echo": echo, "judge-pass": judge_pass}
+def user_turn(request: Request) -> Message:
+    """A simulated user that never ends: one ``user_turn`` message per request (usage 900/40)."""
+    fields = {"message": "my order is W123", "done": False, "outcome": None, "reason": None}
+    return Message(tool_uses=[ToolUse("user_turn", fields)], usage=Usage(900, 40))
+
+
+RESPONDERS = {
+    "tool-then-answer": tool_then_answer,
+    "echo": echo,
+    "judge-pass": judge_pass,
+    "user-turn": user_turn,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

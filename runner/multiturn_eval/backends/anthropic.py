@@ -84,6 +84,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ConfigIssue
 from ..suite import AnthropicAgent
+from ..tools import ToolSet
 from ..types import TurnFile
 from . import messages_api
 from .chat import ChatBackend, ChatClient, ChatSession
@@ -192,7 +193,7 @@ class AnthropicBackend(ChatBackend):
         requests = MessagesRequests(
             model=agent.model,
             max_tokens=agent.max_tokens,
-            tools=self.tools.anthropic_tools(cache=agent.prompt_caching),
+            tools=self.tool_schemas(self.tools),
             temperature=agent.temperature,
             prompt_caching=agent.prompt_caching,
         )
@@ -205,6 +206,9 @@ class AnthropicBackend(ChatBackend):
         wording = messages_api.wording(self.base_url)
         self.start(ChatClient(sdk, messages_api, wording, timeout=settings.turn_timeout), requests)
         self._files = FileParts(file_problem, file_block)
+
+    def tool_schemas(self, toolset: ToolSet) -> list[dict[str, Any]]:
+        return toolset.anthropic_tools(cache=self.agent.prompt_caching)
 
     def content_for(self, message: str, files: Sequence[TurnFile]) -> list[dict[str, Any]]:
         """The user message's content blocks: the files (read once per run), then the text."""

@@ -16,7 +16,7 @@ import importlib.util
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
-from ..errors import ConfigError, ConfigIssue
+from ..errors import ConfigError, ConfigIssue, McpServerError
 from ..pricing import agent_provider, price_for
 from ..retry import RetryPolicy, Sleep
 from ..suite import AnthropicAgent, OpenAIAgent, SemanticKernelAgent
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from ..loaded import LoadedSuite
     from ..settings import RunSettings
+    from ..tools.mcp_servers.source import CaseTools, McpServers, ServerStart
 
 
 @runtime_checkable
@@ -64,6 +65,13 @@ class ModelBackend:
     ``env``), the suite's tools, the capped retry policy of ``agent.retry``
     (``sleep``: the tests' clock) and the model's price; then the backend's own
     :meth:`setup` (its keys, files and client).
+
+    The tools (:attr:`tools`) are the suite's Python tools plus, once
+    :meth:`start_tools` has run (in the run's event loop, before any agent
+    call), the tools of its ``scope: run`` MCP servers. A test case with
+    ``scope: case`` servers gets its own set (:meth:`open_tools`: the run's tools
+    plus its own servers', closed with its session); :meth:`use_tools` is the
+    backend's hook to offer a set to the model.
     """
 
     name: str
@@ -88,17 +96,104 @@ class ModelBackend:
         self.warnings: list[str] = []
         """Said once at the start of the run (a deprecated model)."""
         self.turn_timeout = settings.turn_timeout
-        self.tools = ToolSet.from_loaded(suite, max_workers=max(4, settings.parallel_test_cases))
+        self.loaded = suite
+        self.python_tools = ToolSet.from_loaded(
+            suite,
+            max_workers=max(4, settings.parallel_test_cases),
+            max_result_chars=agent.max_tool_result_chars,
+        )
+        self.tools = self.python_tools
+        """The tools every test case is offered (the run's MCP servers' too, once started)."""
         self.policy = RetryPolicy(agent.retry, sleep=sleep)
         self.price = price_for(agent.model, suite.suite.pricing, provider=agent_provider(agent))
         self.max_tool_rounds = agent.max_tool_rounds
         self.max_tokens = agent.max_tokens
         # the environment as read once at start-up (empty: built outside the CLI)
-        self.setup(suite, settings, settings.env if env is None else env)
+        env = settings.env if env is None else env
+        self.mcp: McpServers | None = None
+        """The suite's MCP servers (None: it has none)."""
+        self._started = False
+        if agent.mcp_servers:
+            from ..suite import server_configs
+            from ..tools.mcp_servers.source import McpServers
+
+            self.mcp = McpServers(server_configs(agent.mcp_servers, suite.base_dir), env=env)
+        self.setup(suite, settings, env)
 
     def setup(self, suite: LoadedSuite, settings: RunSettings, env: Mapping[str, str]) -> None:
         """The backend's own checks and clients (a ConfigError for a suite it cannot run)."""
         raise NotImplementedError
+
+    # ------------------------------------------------------------------- MCP servers
+
+    async def start_tools(self) -> None:
+        """Start the ``scope: run`` MCP servers (all at once) and offer their tools.
+
+        Raises :class:`~multiturn_eval.errors.McpServerError` (every failure in its
+        ``errors``) with no server left running; the run makes it a configuration error.
+        """
+        if self.mcp is None or self._started:
+            return
+        self.tools = await self.mcp.start(self.python_tools)
+        self._started = True
+        if self.tools is not self.python_tools:
+            self.use_tools(self.tools)
+
+    async def open_tools(self) -> CaseTools | None:
+        """A test case's own tools when it has ``scope: case`` servers (None: :attr:`tools`).
+
+        Raises :class:`~multiturn_eval.errors.McpServerError` (the case's error, with the
+        server's last stderr lines) with none of its servers left.
+        """
+        if self.mcp is None:
+            return None
+        if not self._started:
+            raise RuntimeError("start_tools() comes before the first session of a suite")
+        if not self.mcp.has_case_servers:
+            return None
+        return await self.mcp.open_case(self.tools)
+
+    def use_tools(self, toolset: ToolSet) -> None:
+        """Offer ``toolset`` to the model from now on (after the run's servers started)."""
+        raise NotImplementedError
+
+    def server_starts(self) -> list[ServerStart]:
+        """How the suite's MCP servers were started so far (for ``run.mcp_servers``)."""
+        return self.mcp.starts() if self.mcp is not None else []
+
+    async def close_tools(self) -> None:
+        """End the run's MCP servers and the Python tools' thread pool."""
+        try:
+            if self.mcp is not None:
+                await self.mcp.aclose()
+        finally:
+            await self.python_tools.aclose()
+
+
+async def start_tool_servers(backends: Sequence[Backend]) -> None:
+    """Start every suite's ``scope: run`` MCP servers, all at once, before any agent call.
+
+    A server that does not start (or lists tools that cannot be offered) is a
+    :class:`ConfigError` located at its ``agent.mcp_servers[i]``, every failure of
+    every suite at once; the servers that did start are left to the backends'
+    ``aclose`` (the caller's, as after a run).
+    """
+    import asyncio
+
+    from ..tools.mcp_servers.check import server_issues
+
+    model = [b for b in backends if isinstance(b, ModelBackend) and b.mcp is not None]
+    outcomes = await asyncio.gather(*(b.start_tools() for b in model), return_exceptions=True)
+    issues: list[ConfigIssue] = []
+    for backend, outcome in zip(model, outcomes, strict=True):
+        if isinstance(outcome, McpServerError):
+            issues.extend(server_issues(backend.loaded, outcome))
+        elif isinstance(outcome, ConfigError):
+            issues.extend(outcome.issues)
+        elif isinstance(outcome, BaseException):
+            raise outcome
+    if issues:
+        raise ConfigError(issues)
 
 
 #: backend name -> (module, class) — imported only when a suite uses it

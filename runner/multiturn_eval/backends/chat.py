@@ -22,8 +22,10 @@ a request builder -- the dialects' ``MessagesRequests`` and
 each request sends the whole history; while the reply asks for tool calls,
 they run through the :class:`~multiturn_eval.tools.ToolSet` one after another
 in the order the model made them (a tool from anywhere -- the suite's Python
-functions today, MCP servers next -- is just a name in the ToolSet: the loop
-never asks where it comes from) and their results join the history. After
+functions, an MCP server's tools -- is just a name in the ToolSet: the loop
+never asks where it comes from) and their results join the history. A test
+case with MCP servers of its own (``scope: case``) has its own ToolSet, and its
+requests offer that set's tools (:meth:`Requests.with_tools`). After
 ``max_tool_rounds`` rounds the next request asks for the final reply without
 tools and the turn gets a warning; a model that still calls tools fails the
 turn. A refusal (or a content filter) fails the turn; a reply cut off at the
@@ -66,11 +68,14 @@ of a judge. (Semantic Kernel's requests do not go through one yet: its
 one JSON object of a schema -- Anthropic through a forced tool, OpenAI through
 a strict ``json_schema`` response format -- returned unchecked with its usage,
 or why there is none (a refusal, text instead of the object, a cut-off
-reply). The judges' verdicts use it; a simulated user's turn will too.
+reply). The judges' verdicts use it, and so do a simulated user's turns and the
+fidelity judge (:mod:`multiturn_eval.simulation.calls`, side ``"user"`` and
+``"judge"``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -93,6 +98,7 @@ from .base import ModelBackend
 
 if TYPE_CHECKING:
     from ..pricing import Price
+    from ..tools.mcp_servers.source import CaseTools
 
 # This module is imported while suites load (the judges' verdicts use quote()), so it
 # imports no HTTP stack at the top: .wire (and httpx2) come with the first ChatClient.
@@ -185,14 +191,16 @@ class Wording:
         return f"the {self.api} API{self.at} returned a reply that is not {self.reply}"
 
     def refused(self, status: int, kind: str | None, message: str) -> str:
-        """The message of a 401/403 (the agent's names the error type; a judge's, the status)."""
+        """The message of a 401/403 (the agent's names the error type; a judge's or a simulated
+        user's, the status and whose key it was)."""
         if self.side == "agent":
             return (
                 f"the {self.api} API refused the credentials ({shown_status(status, kind)}: "
                 f"{message}); check {self.key_hint}"
             )
+        who = "simulated user" if self.side == "user" else self.side
         return (
-            f"the {self.side}'s {self.api} API refused the credentials ({status}: {message}); "
+            f"the {who}'s {self.api} API refused the credentials ({status}: {message}); "
             f"check {self.key_hint}"
         )
 
@@ -487,6 +495,10 @@ class Requests(Protocol):
 
     def body(self, conversation: Conversation, rounds: int, last_call: bool) -> dict[str, Any]: ...
 
+    def with_tools(self, tools: list[dict[str, Any]]) -> Requests:
+        """The same requests offering ``tools`` (the dialect's tool schemas) instead."""
+        ...
+
 
 @dataclass
 class ChatAgent:
@@ -591,12 +603,15 @@ class ChatSession:
         case: CaseContext,
         content: Callable[[str, Sequence[TurnFile]], Any],
         turn_timeout: float | None,
+        tools: CaseTools | None = None,
     ) -> None:
         self.chat = chat
         self.conversation = conversation
         self.case = case
         self._content = content
         self._timeout = turn_timeout
+        self._tools = tools
+        """The case's own MCP servers, ended with the session (None: it has none)."""
 
     @property
     def history(self) -> list[dict[str, Any]]:
@@ -609,6 +624,8 @@ class ChatSession:
 
     async def close(self) -> None:
         self.history.clear()
+        if self._tools is not None:
+            await self._tools.aclose()
 
 
 class ChatBackend(ModelBackend):
@@ -637,13 +654,34 @@ class ChatBackend(ModelBackend):
     def content_for(self, message: str, files: Sequence[TurnFile]) -> Any:
         raise NotImplementedError
 
+    def tool_schemas(self, toolset: ToolSet) -> list[dict[str, Any]]:
+        """``toolset`` as the dialect's request offers it."""
+        raise NotImplementedError
+
+    def _offering(self, toolset: ToolSet) -> tuple[ChatAgent, Requests]:
+        requests = self.requests.with_tools(self.tool_schemas(toolset))
+        return dataclasses.replace(self.chat, body=requests.body, tools=toolset), requests
+
+    def use_tools(self, toolset: ToolSet) -> None:
+        self.chat, self.requests = self._offering(toolset)
+
     async def open_session(self, case: CaseContext) -> ChatSession:
-        conversation = self.requests.conversation(case.instructions)
-        return ChatSession(self.chat, conversation, case, self.content_for, self.turn_timeout)
+        tools = await self.open_tools()
+        chat, requests = self.chat, self.requests
+        if tools is not None:
+            try:
+                chat, requests = self._offering(tools.toolset)
+            except BaseException:
+                await tools.aclose()
+                raise
+        conversation = requests.conversation(case.instructions)
+        return ChatSession(chat, conversation, case, self.content_for, self.turn_timeout, tools)
 
     async def aclose(self) -> None:
-        await self.tools.aclose()
-        await self.chat.client.aclose()
+        try:
+            await self.close_tools()
+        finally:
+            await self.chat.client.aclose()
 
 
 async def structured(

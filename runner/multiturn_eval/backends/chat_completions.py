@@ -383,6 +383,14 @@ class ChatCompletionsRequests:
         tool_choice: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
+        self._args: dict[str, Any] = {
+            "model": model,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "max_tokens_field": max_tokens_field,
+            "tool_choice": tool_choice,
+            "extra_body": extra_body,
+        }
         fixed: dict[str, Any] = {"model": model}
         if temperature is not None:
             fixed["temperature"] = temperature
@@ -400,6 +408,10 @@ class ChatCompletionsRequests:
                 else {"type": "function", "function": {"name": tool_choice}}
             )
         self._extra = dict(extra_body or {})
+
+    def with_tools(self, tools: list[dict[str, Any]]) -> ChatCompletionsRequests:
+        """The same requests offering ``tools`` (a test case's own MCP servers' too)."""
+        return ChatCompletionsRequests(tools=tools, **self._args)
 
     @staticmethod
     def conversation(instructions: str | None) -> Conversation:

@@ -324,6 +324,12 @@ class MessagesRequests:
         temperature: float | None = None,
         prompt_caching: bool = False,
     ) -> None:
+        self._args: dict[str, Any] = {
+            "model": model,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "prompt_caching": prompt_caching,
+        }
         fixed: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
         if tools:
             fixed["tools"] = tools
@@ -334,6 +340,10 @@ class MessagesRequests:
         self._fixed = fixed
         self._tools = bool(tools)
         self._cache = prompt_caching
+
+    def with_tools(self, tools: list[dict[str, Any]]) -> MessagesRequests:
+        """The same requests offering ``tools`` (a test case's own MCP servers' too)."""
+        return MessagesRequests(tools=tools, **self._args)
 
     def conversation(self, instructions: str | None) -> Conversation:
         system = None

@@ -101,6 +101,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ConfigIssue
 from ..suite import OpenAIAgent
+from ..tools import ToolSet
 from ..types import TurnFile
 from . import chat_completions
 from .chat import ChatBackend, ChatClient, ChatSession
@@ -168,20 +169,16 @@ class OpenAIBackend(ChatBackend):
             issues.append(ConfigIssue(message, file=suite.display_path, line=line, field=field))
 
         choice = agent.tool_choice
-        if choice is not None and not self.tools:
+        if choice is not None and not self.tools and not agent.mcp_servers:
             issue(
                 "applies to agent.tools; the suite offers none",
                 ("agent", "tool_choice"),
                 "agent.tool_choice",
             )
-        elif choice is not None and choice not in TOOL_CHOICES and self.tools.get(choice) is None:
-            offered = ", ".join(t.name for t in self.tools) or "none"
-            issue(
-                f"is {choice!r}: give auto, required, none or the name of one of the suite's "
-                f"tools ({offered})",
-                ("agent", "tool_choice"),
-                "agent.tool_choice",
-            )
+        elif not agent.mcp_servers:  # else: checked once the servers' tools are listed
+            problem = self._tool_choice_problem(self.tools)
+            if problem is not None:
+                issue(problem, ("agent", "tool_choice"), "agent.tool_choice")
         self.azure = agent.on_azure
         self.api = "Azure OpenAI" if self.azure else "OpenAI"
         version: str | None = None
@@ -251,7 +248,7 @@ class OpenAIBackend(ChatBackend):
         )
         requests = ChatCompletionsRequests(
             model=agent.model,
-            tools=self.tools.openai_tools(),
+            tools=self.tools.openai_tools(),  # the Python tools (their name checked above)
             temperature=agent.temperature,
             max_tokens=agent.max_tokens,
             max_tokens_field="max_tokens" if self.custom_server else "max_completion_tokens",
@@ -262,6 +259,32 @@ class OpenAIBackend(ChatBackend):
             ChatClient(sdk, chat_completions, wording, timeout=settings.turn_timeout), requests
         )
         self._images = FileParts(file_problem, image_part)
+
+    def _tool_choice_problem(self, toolset: ToolSet) -> str | None:
+        choice = self.agent.tool_choice
+        if choice is None or choice in TOOL_CHOICES or toolset.get(choice) is not None:
+            return None
+        offered = ", ".join(t.name for t in toolset) or "none"
+        return (
+            f"is {choice!r}: give auto, required, none or the name of one of the suite's "
+            f"tools ({offered})"
+        )
+
+    def tool_schemas(self, toolset: ToolSet) -> list[dict[str, Any]]:
+        """The tools' schemas; a ``tool_choice`` naming none of them (an MCP server's tools
+        are known once it has started) is a configuration error."""
+        problem = self._tool_choice_problem(toolset)
+        if problem is not None:
+            loaded = self.loaded
+            raise ConfigError(
+                ConfigIssue(
+                    problem,
+                    file=loaded.display_path,
+                    line=loaded.document.line_of(("agent", "tool_choice")),
+                    field="agent.tool_choice",
+                )
+            )
+        return toolset.openai_tools()
 
     def content_for(self, message: str, files: Sequence[TurnFile]) -> str | list[dict[str, Any]]:
         """The user message's content: the text, or the images (read once per run), then it."""

@@ -17,6 +17,11 @@ turns those turns into skipped, not regradable ones.
 
 A recorded turn that got no reply (an error, a skip) is answered with that
 error and marked, so the regrade keeps the recorded turn as it was.
+
+A simulated test case (``user:``) is replayed as its recorded conversation (the
+recorded user messages sent as scripted input, :mod:`..simulation.case`); the
+session refuses it, "not regradable: simulation changed", when its ``user:`` block
+or simulator (``Simulation.digest``) or its scripted opening is not the recorded one.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ if TYPE_CHECKING:
 
 NOT_IN_REPORT = "not regradable: not in the report"
 INPUT_CHANGED = "not regradable: input changed since the report"
+SIMULATION_CHANGED = "not regradable: simulation changed"
+"""A simulated case whose ``user:`` block (or simulator, or scripted opening) is not the one
+the report recorded: its recorded conversation answered another simulated user."""
 _OPEN_PREFIX = "could not open a session: "
 
 
@@ -46,6 +54,9 @@ class CaseMarks:
     """The recorded case it replayed (None: not in the report)."""
     turns: dict[int, str] = field(default_factory=dict)
     """turn index -> ``recorded`` (no reply recorded: kept as it was) or a not-regradable reason."""
+    refused: str | None = None
+    """Why the whole case is not regradable although the report has it (a simulation
+    changed); None: it is replayed."""
 
 
 @dataclass
@@ -121,14 +132,34 @@ class ReplayBackend:
         suite = self._suite.display_path
         recorded = self._state.recorded.get((suite, name, occurrence))
         marks = CaseMarks(recorded)
-        self._state.marks[(suite, self._index(name, occurrence))] = marks
+        index = self._index(name, occurrence)
+        self._state.marks[(suite, index)] = marks
         if recorded is None:
             raise NotRegradable(NOT_IN_REPORT)
+        if self._simulation_changed(index, recorded):
+            marks.refused = SIMULATION_CHANGED
+            raise NotRegradable(SIMULATION_CHANGED)
         if not any(t.response is not None for t in recorded.all_turns()):
             opened = [e for e in recorded.errors if e.startswith(_OPEN_PREFIX)]
             if opened:  # the session never opened: the same error again, nothing to grade
                 raise BackendError(opened[0][len(_OPEN_PREFIX) :])
         return ReplaySession(recorded, marks, self._state)
+
+    def _simulation_changed(self, index: int, recorded: CaseResult) -> bool:
+        """A simulated case (either side) whose recorded conversation is not this case's: the
+        simulation (``Simulation.digest``) or its scripted part (the scripted turns and the
+        opening, by count) changed, or only one side is simulated."""
+        plan = self._suite.simulations.get(index)
+        simulation = recorded.simulation
+        if plan is None or simulation is None:
+            return (plan is None) != (simulation is None)
+        if simulation.digest != plan.digest:
+            return True
+        scripted = self._suite.cases.turns(index) + (1 if plan.user.opening is not None else 0)
+        sources = [t.source for t in recorded.turns or ()]
+        return sources[:scripted] != ["scripted"] * min(scripted, len(sources)) or (
+            "scripted" in sources[scripted:]
+        )
 
     async def aclose(self) -> None:
         """Nothing to release."""

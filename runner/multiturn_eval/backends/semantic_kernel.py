@@ -135,7 +135,7 @@ from semantic_kernel.functions.function_result import FunctionResult
 from semantic_kernel.functions.kernel_function_metadata import KernelFunctionMetadata
 from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
 
-from ..errors import BackendError, ConfigError, ConfigIssue
+from ..errors import BackendError, ConfigError, ConfigIssue, McpServerError, SessionError
 from ..retry import retry_note, turn_deadline
 from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
@@ -154,6 +154,7 @@ if TYPE_CHECKING:
 
     from ..loaded import LoadedSuite
     from ..settings import RunSettings
+    from ..tools.mcp_servers.source import CaseTools
 
 #: the plugin the suite's tools are registered in (the model sees ``tools-<name>``)
 PLUGIN = "tools"
@@ -199,6 +200,8 @@ class _Turn:
     """id(FunctionCallContent) -> call (the same objects end up in the thread)."""
     warnings: list[str] = field(default_factory=list)
     tool_rounds: int = 0
+    crash: SessionError | None = None
+    """An MCP server that died during a call of this turn (the turn fails with it)."""
 
 
 _TURN: ContextVar[_Turn | None] = ContextVar("multiturn_eval_sk_turn", default=None)
@@ -451,9 +454,17 @@ class _SuiteTool(KernelFunction):
     async def _invoke_internal(self, context: FunctionInvocationContext) -> None:
         call = _CALL.get()
         turn = _TURN.get()
-        outcome = await self.toolset.call(
-            self.tool.name, dict(context.arguments), turn.case if turn else None
-        )
+        try:
+            outcome = await self.toolset.call(
+                self.tool.name, dict(context.arguments), turn.case if turn else None
+            )
+        except SessionError as exc:
+            # An MCP server crashed: Semantic Kernel would hand the model an error text and
+            # go on. The turn fails instead (the filter stops the loop; _send raises it).
+            if turn is not None and turn.crash is None:
+                turn.crash = exc
+            context.result = FunctionResult(function=self.metadata, value=f"Error: {exc}")
+            return
         if call is not None:
             call.outcome = outcome
         # the model reads the same text as on the anthropic backend (result or "Error: ...")
@@ -505,6 +516,8 @@ async def _on_auto_invocation(
         await next(context)
     finally:
         _CALL.reset(token)
+    if turn is not None and turn.crash is not None:
+        context.terminate = True  # no further request: the turn fails with the crash
 
 
 async def _on_invocation(
@@ -524,9 +537,18 @@ async def _on_invocation(
 
 
 class _SKSession:
-    def __init__(self, backend: SemanticKernelBackend, case: CaseContext) -> None:
+    def __init__(
+        self,
+        backend: SemanticKernelBackend,
+        case: CaseContext,
+        kernel: Kernel,
+        tools: CaseTools | None = None,
+    ) -> None:
         self._backend = backend
         self._case = case
+        self._kernel = kernel
+        self._tools = tools
+        """The case's own MCP servers, ended with the session (None: it has none)."""
         self._history = ChatHistory()
         if case.instructions:
             self._history.add_system_message(case.instructions)
@@ -543,7 +565,11 @@ class _SKSession:
         turn = _Turn(backend, self._case)
         token = _TURN.set(turn)
         try:
-            response = await backend.kernel_agent.get_response(messages=user, thread=self._thread)
+            response = await backend.kernel_agent.get_response(
+                messages=user, thread=self._thread, kernel=self._kernel
+            )
+            if turn.crash is not None:  # an MCP server died mid-call: the turn fails
+                raise turn.crash
             final = response.message
             rounds = backend.agent.max_tool_rounds
             if turn.tool_rounds > rounds:
@@ -570,7 +596,11 @@ class _SKSession:
 
     async def close(self) -> None:
         self._history.messages.clear()
-        await self._thread.delete()
+        try:
+            await self._thread.delete()
+        finally:
+            if self._tools is not None:
+                await self._tools.aclose()
 
 
 def _invocations(messages: Sequence[ChatMessageContent], turn: _Turn) -> list[ToolInvocation]:
@@ -667,36 +697,62 @@ class SemanticKernelBackend(ModelBackend):
                     field="agent.service",
                 )
             ) from None
-        kernel = Kernel()
+        self._service_object = service
+        self.kernel = self.kernel_for(self.tools)
         behavior = None
-        if self.tools:
-            functions = []
-            for i, tool in enumerate(self.tools):
-                try:
-                    functions.append(_suite_function(tool, self.tools))
-                except ValidationError as exc:
-                    raise ConfigError(
-                        ConfigIssue(
-                            f"Semantic Kernel cannot register tool {tool.name!r}: "
-                            f"{exc.errors(include_url=False)[0]['msg']}",
-                            file=suite.display_path,
-                            line=suite.document.line_of(("agent", "tools", i)),
-                            field=f"agent.tools[{i}]",
-                        )
-                    ) from None
-            kernel.add_plugin(KernelPlugin(name=PLUGIN, functions=functions))
-            kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, _on_auto_invocation)
-            kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, _on_invocation)
+        if self.tools or config.mcp_servers:
             behavior = FunctionChoiceBehavior.Auto(
                 maximum_auto_invoke_attempts=config.max_tool_rounds
             )
         self.kernel_agent = ChatCompletionAgent(
-            kernel=kernel,
+            kernel=self.kernel,
             service=service,
             name=AGENT_NAME,
             function_choice_behavior=behavior,
             arguments=KernelArguments(settings=self._execution_settings(behavior)),
         )
+
+    def kernel_for(self, toolset: ToolSet) -> Kernel:
+        """A kernel with the chat service and ``toolset`` as the ``tools`` plugin (a tool
+        Semantic Kernel cannot register: a ConfigError at agent.tools[i], or an
+        McpServerError naming the server)."""
+        kernel = Kernel()
+        kernel.add_service(self._service_object)
+        if not toolset:
+            return kernel
+        functions = []
+        for tool in toolset:
+            try:
+                functions.append(_suite_function(tool, toolset))
+            except ValidationError as exc:
+                why = exc.errors(include_url=False)[0]["msg"]
+                raise self._unregistered(tool, why) from None
+        kernel.add_plugin(KernelPlugin(name=PLUGIN, functions=functions))
+        kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, _on_auto_invocation)
+        kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, _on_invocation)
+        return kernel
+
+    def _unregistered(self, tool: Tool, why: str) -> Exception:
+        message = f"Semantic Kernel cannot register tool {tool.name!r}: {why}"
+        if tool.server is not None:
+            index = next(
+                (i for i, s in enumerate(self.agent.mcp_servers) if s.name == tool.server), None
+            )
+            return McpServerError(
+                f"MCP server {tool.server!r}: {message}", server=tool.server, index=index
+            )
+        i = next(i for i, t in enumerate(self.python_tools) if t.name == tool.name)
+        return ConfigError(
+            ConfigIssue(
+                message,
+                file=self.suite.display_path,
+                line=self.suite.document.line_of(("agent", "tools", i)),
+                field=f"agent.tools[{i}]",
+            )
+        )
+
+    def use_tools(self, toolset: ToolSet) -> None:
+        self.kernel = self.kernel_for(toolset)
 
     # ------------------------------------------------------------------ construction
 
@@ -851,12 +907,22 @@ class SemanticKernelBackend(ModelBackend):
         )
 
     async def open_session(self, case: CaseContext) -> _SKSession:
-        return _SKSession(self, case)
+        tools = await self.open_tools()
+        if tools is None:
+            return _SKSession(self, case, self.kernel)
+        try:
+            kernel = self.kernel_for(tools.toolset)
+        except BaseException:
+            await tools.aclose()
+            raise
+        return _SKSession(self, case, kernel, tools)
 
     async def aclose(self) -> None:
-        await self.tools.aclose()
-        if self._client is not None:
-            await self._client.close()
+        try:
+            await self.close_tools()
+        finally:
+            if self._client is not None:
+                await self._client.close()
 
 
 def _quiet_logs() -> None:

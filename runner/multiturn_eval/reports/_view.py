@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal, ParamSpec, TypeVar
 
-from ..results import CaseResult, RegradeInfo, Report, TurnResult
+from ..results import (
+    CaseResult,
+    RegradeInfo,
+    Report,
+    Simulation,
+    SimulatorInfo,
+    Summary,
+    TurnResult,
+)
 from ..types import TokenUsage, ToolInvocation
 
 TurnStatus = Literal["passed", "failed", "error", "skipped"]
@@ -251,9 +259,12 @@ def _arg_text(value: Any) -> str:
 
 
 def call_text(call: ToolInvocation) -> str:
-    """``subtract(a=206588, b="181001") -> 25587`` (or ``-> error: ...``)."""
+    """``subtract(a=206588, b="181001") -> 25587`` (or ``-> error: ...``); a call an MCP
+    server served says which: ``get_balance(account_id="A-1") via MCP billing -> ...``."""
     args = ", ".join(f"{k}={_arg_text(v)}" for k, v in call.args.items())
     text = f"{call.name}({args})"
+    if call.server:
+        text += f" via MCP {call.server}"
     if call.error:
         return f"{text} -> error: {call.error}"
     if call.result is not None:
@@ -335,23 +346,42 @@ def varying_turns(case: CaseResult) -> list[str]:
 def varying_case_checks(case: CaseResult) -> list[str]:
     """``["conversation check polite passed 1 of 2"]``: the conversation-level checks
     (``scope: conversation``) whose outcome varied between the runs of a repeated case,
-    and ``case-level errors in 1 of 2 runs`` when only some runs had one."""
+    and ``case-level errors in 1 of 2 runs`` when only some runs had one. A simulated
+    case's runs that were invalid simulations are left out (they are not in its verdict),
+    and when its runs ended differently the outcomes are said first
+    (``the simulated user ended goal_met in 3, gave_up in 2 runs``)."""
     if not case.runs:
         return []
+    runs = [r for r in case.runs if r.simulation is None or not r.simulation.invalid]
+    out = [ended] if (ended := varying_outcomes(case)) else []
     passed: dict[str, list[bool]] = {}
-    for run in case.runs:
+    for run in runs:
         for metric in run.metric_results:
             if metric.scope == "conversation":
                 passed.setdefault(metric.metric_name, []).append(metric.passed)
-    out = [
+    out += [
         f"conversation check {name} passed {sum(flags)} of {len(flags)}"
         for name, flags in passed.items()
         if 0 < sum(flags) < len(flags)
     ]
-    errored = sum(1 for run in case.runs if run.errors)
-    if 0 < errored < len(case.runs):
-        out.append(f"case-level errors in {errored} of {len(case.runs)} runs")
+    errored = sum(1 for run in runs if run.errors)
+    if 0 < errored < len(runs):
+        out.append(f"case-level errors in {errored} of {len(runs)} runs")
     return out
+
+
+def varying_outcomes(case: CaseResult) -> str | None:
+    """``the simulated user ended goal_met in 3, gave_up in 2 runs`` when the runs of a
+    simulated case ended differently (invalid simulations not counted); else None."""
+    outcomes = case.repeat.outcomes if case.repeat is not None else None
+    counted = {k: n for k, n in (outcomes or {}).items() if k != "invalid_simulation"}
+    if len(counted) < 2:
+        return None
+    return (
+        "the simulated user ended "
+        + ", ".join(f"{outcome} in {n}" for outcome, n in counted.items())
+        + " runs"
+    )
 
 
 def failing_turn_counts(case: CaseResult) -> list[str]:
@@ -371,6 +401,8 @@ def runs_text(case: CaseResult) -> str | None:
     if r is None:
         return None
     planned = f" ({r.planned_runs} planned)" if r.planned_runs else ""
+    if r.invalid_runs:
+        planned += f" ({plural(r.invalid_runs, 'invalid simulation')} left out)"
     return (
         f"{r.passes}/{r.runs} runs passed{planned} "
         f"(needs {r.min_pass_rate * 100:g}%; pass^{r.runs} {'yes' if r.pass_all else 'no'}, "
@@ -395,6 +427,50 @@ def representative_run(case: CaseResult) -> int | None:
         if run.passed == case.passed:
             return run.run_index
     return case.runs[0].run_index if case.runs else None
+
+
+# ----------------------------------------------------------------- simulated users
+
+
+def simulator_name(info: SimulatorInfo) -> str:
+    """``anthropic claude-haiku-4-5``, ``python examples.support.customer:factory``."""
+    what = info.model if info.model is not None else info.factory
+    return f"{info.backend} {what}" if what else info.backend
+
+
+def ended_text(simulation: Simulation) -> str:
+    """``gave_up after 3 messages: the agent refused twice``."""
+    text = f"{simulation.outcome} after {plural(simulation.user_turns, 'message')}"
+    return f"{text}: {simulation.reason}" if simulation.reason else text
+
+
+def simulation_line(case: CaseResult) -> str | None:
+    """``simulated user (python ...): gave_up after 3 messages: ...``; None: not simulated."""
+    simulation = case.simulation
+    if simulation is None:
+        return None
+    return f"simulated user ({simulator_name(simulation.simulator)}): {ended_text(simulation)}"
+
+
+def user_usage(simulation: Simulation | None) -> str | None:
+    """``960 simulated-user tokens, est. $0.0012`` (None: no model simulated the user)."""
+    if simulation is None or (
+        not simulation.user_token_usage.total_tokens and simulation.user_cost_usd is None
+    ):
+        return None
+    text = f"{simulation.user_token_usage.total_tokens:,} simulated-user tokens"
+    usd = simulation.user_cost_usd
+    return text + (f", est. {cost(usd)}" if usd is not None else "")
+
+
+def run_usage(summary: Summary) -> str | None:
+    """The run's simulated-user total, ``960 simulated-user tokens, est. $0.0012``; None when
+    no model simulated a user (no simulated case, or only python simulators)."""
+    usage, usd = summary.user_token_usage, summary.user_cost_usd
+    if usage is None or (not usage.total_tokens and usd is None):
+        return None
+    text = f"{usage.total_tokens:,} simulated-user tokens"
+    return text + (f", est. {cost(usd)}" if usd is not None else "")
 
 
 # ------------------------------------------------------------------ baseline deltas

@@ -15,6 +15,9 @@ Verbosity:
   every error your code raised: without ``-v`` a line says where it is), and a
   recap of the failing test cases at the end.
 
+A simulated test case says how its simulated user ended (``simulated user:
+gave_up``), and its failure details who played the user and why it ended.
+
 A repeated test case (``--repeat K``) is one line too: ``3/5 runs`` after its
 turn counts (those are of the run shown: the first failing run of a failing
 case), and ``flaky: turn 3 passed 2 of 5`` when its runs disagreed.
@@ -160,8 +163,12 @@ class Console:
         counts = f"{sum(t.passed for t in turns)}/{len(turns)} turns"
         if result.repeat is not None:
             counts += f"  {result.repeat.passes}/{result.repeat.runs} runs"
+            if result.repeat.invalid_runs:
+                counts += f" ({result.repeat.invalid_runs} invalid left out)"
             if result.repeat.flaky:
                 counts += f"  flaky: {', '.join(v.varying_turns(result)) or 'case-level errors'}"
+        if result.simulation is not None:
+            counts += f"  simulated user: {result.simulation.outcome}"
         name = f"{self.clip(result.suite_name, 60)}::{self.clip(result.name, 120)}"
         line = f"{status} {name}  {counts}  {_seconds(result.duration_ms)}"
         first = v.first_failure(result)
@@ -219,6 +226,9 @@ class Console:
         shown = v.representative_run(result)
         if repeat is not None and shown is not None:
             self.write(f"    {self.clip(repeat, 300)}; the turns below are run {shown + 1}")
+        simulated = v.simulation_line(result)
+        if simulated is not None:
+            self.write(f"    {self.clip(simulated, 300)}")
         turns = result.all_turns()
         turn_errors = {e for t in turns for e in t.errors}
         for error in result.errors:
@@ -264,7 +274,8 @@ class Console:
         tokens = f"{s.token_usage.total_tokens:,} tokens" if s.token_usage.total_tokens else ""
         cost = f"est. {v.cost(s.cost_usd)}" if s.cost_usd is not None else ""
         judged = v.judge_usage(s.judge_token_usage, s.judge_cost_usd) or ""
-        extra = "; ".join(p for p in (turns, tokens, cost, judged) if p)
+        users = v.run_usage(s) or ""
+        extra = "; ".join(p for p in (turns, tokens, cost, judged, users) if p)
         state = (
             ""
             if report.run.complete

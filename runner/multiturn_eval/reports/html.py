@@ -21,6 +21,13 @@
 - **Filter and search**: "only failures" and a search by suite or test-case
   name (hidden without JavaScript, where the rows are all shown).
 
+- **Simulated users** (``user:``): a simulated case's row, opened, shows the
+  simulated user (its simulator, goal, how it ended, its tokens) and the
+  conversation as a chat -- the user's messages (scripted or simulated) and the
+  agent's replies, each turn's tool calls and failed checks under the reply --
+  as static HTML (no script needed), up to :data:`CHAT_TURNS` turns in all; the
+  turn details follow as for any case. The totals get a "Simulated users" row.
+
 - **Repeats** (``--repeat K``): a repeated case's row also says ``3/5 runs``
   and the turns that varied; opened, it shows the verdict over its runs, a
   per-turn pass-rate strip (a cell per turn: ``2/5``, coloured all / some /
@@ -60,6 +67,9 @@ STATIC_TURNS = 400
 
 STATIC_RUN_TURNS = 2_000
 """Turns of the runs of repeated test cases written out per run (in suite order)."""
+
+CHAT_TURNS = 2_000
+"""Turns of simulated test cases drawn as a conversation (in suite order; the rest: report.json)."""
 
 _REASON_LIMIT = 400
 _TEMPLATES = Path(__file__).with_name("templates")
@@ -178,6 +188,7 @@ def _static_turn(turn: TurnResult, total: int) -> dict[str, Any]:
         {
             "n": i + 1,
             "name": clean(call.name),
+            "server": clean(call.server) if call.server else None,
             "args": clean(_pretty(call.args)),
             "result": (
                 clean(f"error: {call.error}")
@@ -198,6 +209,49 @@ def _static_turn(turn: TurnResult, total: int) -> dict[str, Any]:
         "calls": calls,
         "checks": _checks(turn),
         "tracebacks": _tracebacks(turn.tracebacks),
+    }
+
+
+def _chat(case: CaseResult, budget: list[int]) -> dict[str, Any] | None:
+    """A simulated case as a conversation: the user's and the agent's messages, each turn's
+    failed checks under the agent's reply, how it ended (static HTML: no script needed)."""
+    simulation = case.simulation
+    if simulation is None:
+        return None
+    turns = case.all_turns()
+    shown = len(turns) <= budget[0]
+    if shown:
+        budget[0] -= len(turns)
+    messages = []
+    for turn in turns if shown else []:
+        status = v.turn_status(turn)
+        if status == "skipped":
+            reply, empty = "not sent", True
+        elif turn.response is None:
+            reply, empty = "no reply", True
+        else:
+            reply, empty = clean(turn.response), False
+        messages.append(
+            {
+                "n": turn.turn_index + 1,
+                "source": turn.source or "scripted",
+                "input": clean(turn.input),
+                "reply": reply,
+                "empty": empty,
+                "status": status,
+                "word": v.STATUS_WORD[status],
+                "calls": clean(v.calls_text(turn.tool_invocations)),
+                "checks": [c for c in _checks(turn) if c["cls"] != "pass"],
+            }
+        )
+    usage = v.user_usage(simulation)
+    return {
+        "line": clean(v.simulation_line(case) or ""),
+        "goal": clean(simulation.goal),
+        "usage": clean(usage or ""),
+        "messages": messages,
+        "omitted": not shown,
+        "ended": clean(v.ended_text(simulation)),
     }
 
 
@@ -252,6 +306,7 @@ def _case_view(case: CaseResult, index: int, static: bool) -> dict[str, Any]:
         "has_turns": bool(turns) and not case.skipped,
         "static_turns": [_static_turn(t, len(turns)) for t in turns] if static else [],
         "repeat": None,
+        "chat": None,
     }
 
 
@@ -410,13 +465,16 @@ def render_html(report: Report) -> str:
     verdict_class, verdict = _verdict(report)
     static = _static_cases(report)
     cases = [_case_view(case, i, i in static) for i, case in enumerate(report.results)]
-    budget = [STATIC_RUN_TURNS]
+    budget, chat_budget = [STATIC_RUN_TURNS], [CHAT_TURNS]
     for view, case in zip(cases, report.results, strict=True):
+        view["chat"] = _chat(case, chat_budget)
         repeat = _repeat_view(case, budget)
         if repeat is not None:
             view["repeat"] = repeat
             assert case.repeat is not None
             view["stats"] += f" · {case.repeat.passes}/{case.repeat.runs} runs"
+            if case.repeat.invalid_runs:
+                view["stats"] += f" ({case.repeat.invalid_runs} invalid left out)"
             if case.repeat.flaky:
                 view["stats"] += " · flaky"
     changes, delta = _baseline_view(report, cases)
@@ -457,6 +515,12 @@ def render_html(report: Report) -> str:
             else {
                 "tokens": f"{s.judge_token_usage.total_tokens:,}",
                 "cost": v.cost(s.judge_cost_usd),
+            },
+            "users": None
+            if s.user_token_usage is None or not v.run_usage(s)
+            else {
+                "tokens": f"{s.user_token_usage.total_tokens:,}",
+                "cost": v.cost(s.user_cost_usd),
             },
         },
         "notice": (

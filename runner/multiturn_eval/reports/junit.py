@@ -14,6 +14,11 @@
   ``message`` attribute and as the element's text (readers differ in which
   one they show).
 
+A simulated test case (``user:``) names how its simulated user ended: in a
+failure's ``message`` (``... (the simulated user ended with goal_met)``) and its
+text (who played the user, the outcome and why, each turn marked ``[scripted]``
+or ``[simulated]``); a passing one in ``<system-out>``.
+
 Repeated test cases (``--repeat K``) are still one ``<testcase>`` each, with
 ``time`` the sum of their runs. A failing one's ``message`` starts with the
 pass rate and the turns whose outcome varied (``2/5 runs passed (needs 100%;
@@ -72,7 +77,8 @@ def _one_line(text: str, limit: int = _MESSAGE_LIMIT) -> str:
 def _turn_text(turn: TurnResult, total: int) -> list[str]:
     status = v.turn_status(turn)
     where = f" (line {turn.line})" if turn.line else ""
-    head = f"turn {turn.turn_index + 1}/{total}{where}: {status.upper()}"
+    source = f" [{turn.source}]" if turn.source is not None else ""
+    head = f"turn {turn.turn_index + 1}/{total}{source}{where}: {status.upper()}"
     if status == "passed":
         return [head]
     if status == "skipped":
@@ -116,6 +122,9 @@ def _runs_lines(case: CaseResult) -> list[str]:
 def _case_text(case: CaseResult) -> str:
     turns = case.all_turns()
     lines: list[str] = _runs_lines(case)
+    simulated = v.simulation_line(case)
+    if simulated is not None:
+        lines.append(_field(simulated))
     turn_errors = {e for t in turns for e in t.errors}
     for error in case.errors:
         if error not in turn_errors:
@@ -150,16 +159,23 @@ def _testcase(parent: ET.Element, case: CaseResult, regressed: str | None = None
     if case.line is not None:
         attrs["line"] = str(case.line)
     element = ET.SubElement(parent, "testcase", attrs)
+    simulated = v.simulation_line(case)
     if case.passed:
+        out = [] if simulated is None else [_one_line(simulated)]
         if v.is_flaky(case):
             note = _one_line(f"flaky: {v.repeat_reason(case)}")
             ET.SubElement(
                 element, "flakyFailure", {"type": "Flaky", "message": note}
             ).text = _case_text(case)
-            ET.SubElement(element, "system-out").text = note + "\n"
+            out.insert(0, note)
+        if out:
+            ET.SubElement(element, "system-out").text = "\n".join(out) + "\n"
         return
     first = v.first_failure(case)
     message = _one_line(first.reason if first is not None else "failed")
+    outcome = case.simulation.outcome if case.simulation is not None else None
+    if outcome is not None and f"ended with {outcome}" not in message:
+        message = _one_line(f"{message} (the simulated user ended with {outcome})")
     repeat = v.repeat_reason(case)
     if repeat is not None and case.outcome != "skipped":
         message = _one_line(f"{repeat}; first failure: {message}")

@@ -33,6 +33,13 @@ failing turn first; suite order among equals), then one table row for each
 further failure while room is left, then
 a count of what was left out and where to find it.
 
+**Simulated users** (``user:``): a failing simulated test case's block is its
+transcript instead of the turn table -- a paragraph per turn with the user's
+message (scripted or simulated), the agent's reply, its tool calls and what
+failed on that turn -- then how the simulated user ended; the totals get a
+"Simulated users" row (their tokens and cost, apart from the agent's and the
+judges').
+
 **Repeats** (``--repeat K``, K > 1): the totals table gets pass^K, pass@K,
 flaky and mean-cost-per-run columns; a "Flaky" section lists every test case
 whose runs disagreed, passing the gate or not, with its pass rate and the turns
@@ -52,6 +59,7 @@ import jinja2
 
 from ..results import CaseResult, RegradeInfo, Report, TurnResult
 from ..spend import dollars
+from ..types import TokenUsage
 from . import _view as v
 from .escape import md_code, md_text
 from .md_comparison import TotalsRow, delta_row, render_comparison
@@ -113,6 +121,10 @@ class _Block:
     rows: list[_Row]
     conversation: list[str] = field(default_factory=list)
     """Failed conversation-level checks (conversation_evaluations, conversation_tools)."""
+    simulation: str = ""
+    """A simulated case: who played the user and how it ended."""
+    chat: list[str] = field(default_factory=list)
+    """A simulated case: the transcript, one paragraph per turn (instead of ``rows``)."""
 
 
 @dataclass
@@ -229,23 +241,34 @@ def _totals(report: Report) -> _Totals:
         k = r.runs_per_case
         totals.repeat_head = f" pass^{k} | pass@{k} | Flaky | Cost per case run |"
         totals.repeat_align = "--:|--:|--:|--:|"
+        invalid = (
+            f"<br><sub>{v.plural(r.invalid_runs, 'invalid simulated run')} left out</sub>"
+            if r.invalid_runs
+            else ""
+        )
         totals.repeat_cells = (
-            f" {r.pass_all:,} ({v.rate(r.pass_all_rate)}) | {r.pass_any:,} ({v.rate(r.pass_any_rate)})"
-            f" | {r.flaky:,} | {v.cost(s.mean_cost_per_case_run)} |"
+            f" {r.pass_all:,} ({v.rate(r.pass_all_rate)}){invalid} | {r.pass_any:,} "
+            f"({v.rate(r.pass_any_rate)}) | {r.flaky:,} | {v.cost(s.mean_cost_per_case_run)} |"
         )
         totals.repeat_blank = "  |" * 4
-    if s.judge_token_usage is not None:  # the LLM judges' own row: not in the agent's totals
-        totals.extra_rows.append(
-            _Totals(
-                cases="LLM judges (not in the totals above)",
-                turns="",
-                pass_rate="",
-                tokens=f"{s.judge_token_usage.total_tokens:,}",
-                cost=v.cost(s.judge_cost_usd),
-                duration="",
-            )
-        )
+    # the simulated users' and the LLM judges' own rows: not in the agent's totals
+    if s.user_token_usage is not None and v.run_usage(s):
+        totals.extra_rows.append(_apart("Simulated users", s.user_token_usage, s.user_cost_usd))
+    if s.judge_token_usage is not None:
+        totals.extra_rows.append(_apart("LLM judges", s.judge_token_usage, s.judge_cost_usd))
     return totals
+
+
+def _apart(who: str, usage: TokenUsage, usd: float | None) -> _Totals:
+    """A totals row of tokens and cost counted apart from the agent's."""
+    return _Totals(
+        cases=f"{who} (not in the totals above)",
+        turns="",
+        pass_rate="",
+        tokens=f"{usage.total_tokens:,}",
+        cost=v.cost(usd),
+        duration="",
+    )
 
 
 #: at most this many flaky test cases listed in the comment (report.html lists them all)
@@ -380,6 +403,39 @@ def _rows(case: CaseResult, limits: _Limits) -> list[_Row]:
     return rows
 
 
+def _chat_turn(turn: TurnResult, limits: _Limits) -> str:
+    """One turn of a transcript: the user's line, the agent's, what failed there."""
+    status = v.turn_status(turn)
+    who = turn.source or "scripted"
+    lines = [
+        f"<b>{turn.turn_index + 1}</b> {v.STATUS_ICON[status]} 👤 <b>user</b> <i>({who})</i>: "
+        + md_text(turn.input, limits.input)
+    ]
+    if status == "skipped":
+        lines.append("🤖 <b>agent</b>: <i>not sent</i>")
+    elif turn.response is None:
+        lines.append("🤖 <b>agent</b>: <i>no reply</i>")
+    else:
+        lines.append("🤖 <b>agent</b>: " + md_text(turn.response, limits.got))
+    if turn.tool_invocations:
+        lines.append(f"🔧 {md_text(v.calls_text(turn.tool_invocations), limits.tools)}")
+    if status != "passed":
+        lines.append("✗ " + _cell_checks(turn, limits))
+    return "<br>".join(lines)
+
+
+def _chat(case: CaseResult, limits: _Limits) -> list[str]:
+    """A simulated case's transcript: every turn up to the block's row limit, then the end."""
+    if case.skipped or case.simulation is None:
+        return []
+    turns = case.all_turns()
+    shown = [_chat_turn(t, limits) for t in turns[: limits.rows]]
+    if len(turns) > limits.rows:
+        shown.append(f"<i>… {len(turns) - limits.rows} more turns in report.html</i>")
+    shown.append(f"🏁 <b>ended</b>: {md_text(v.ended_text(case.simulation), limits.check)}")
+    return shown
+
+
 def _block(case: CaseResult, limits: _Limits) -> _Block:
     first = v.first_failure(case)
     turns = case.all_turns()
@@ -394,6 +450,9 @@ def _block(case: CaseResult, limits: _Limits) -> _Block:
     judged = v.judge_usage(case.judge_token_usage, case.judge_cost_usd)
     if judged:
         stats += f" · {judged}"
+    users = v.user_usage(case.simulation)
+    if users:
+        stats += f" · {users}"
     reason = first.reason if first is not None else "failed"
     repeat = v.repeat_reason(case)
     if repeat is not None:
@@ -408,11 +467,23 @@ def _block(case: CaseResult, limits: _Limits) -> _Block:
         stats=stats,
         # case-level errors (a session that never opened); turn errors are in the table
         errors=[md_text(e, limits.check) for e in case.errors if e not in turn_errors][:3],
-        rows=_rows(case, limits),
+        rows=[] if case.simulation is not None else _rows(case, limits),
+        simulation=_simulation_text(case, limits),
+        chat=_chat(case, limits),
         conversation=[
             f"<b>{md_text(c.label, 60)}</b>: {md_text(c.text, limits.check)}"
             for c in v.conversation_checks(case)[: limits.checks]
         ],
+    )
+
+
+def _simulation_text(case: CaseResult, limits: _Limits) -> str:
+    simulation = case.simulation
+    if simulation is None:
+        return ""
+    return (
+        f"<b>Simulated user</b> ({md_text(v.simulator_name(simulation.simulator), 120)}) · "
+        f"goal: {md_text(simulation.goal, limits.input)}"
     )
 
 

@@ -18,12 +18,11 @@ live in :mod:`multiturn_eval.types` and are exported from ``multiturn_eval``.
 
 from __future__ import annotations
 
+from ..loaded import CaseSimulation, ResolvedSimulator
 from .base import Simulator, Step
 from .config import (
-    CaseSimulation,
     Issue,
     MergedSimulator,
-    ResolvedSimulator,
     check_case,
     merge_simulator,
     resolve_simulator,

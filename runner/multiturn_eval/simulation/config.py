@@ -31,13 +31,16 @@ is a legacy ``input:`` on a simulated case (its scripted opening is ``turns:``).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import inspect
+import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..loaded import CaseSimulation, ResolvedSimulator
 from ..suite import JudgeConfig, RetryConfig
 from .models import (
     DEFAULT_BACKEND,
@@ -47,7 +50,6 @@ from .models import (
     NOT_PYTHON,
     OPENAI_ONLY,
     PYTHON_ONLY,
-    SimulatorBackend,
     SimulatorConfig,
     UserConfig,
     UserSimulatorConfig,
@@ -163,24 +165,6 @@ def merge_simulator(
     else:
         where = user_path
     return MergedSimulator(values, origins, where)
-
-
-@dataclass(frozen=True)
-class ResolvedSimulator:
-    """The simulator one test case uses, every default applied."""
-
-    backend: SimulatorBackend
-    model: str | None
-    """None for a python simulator."""
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    api_version: str | None = None
-    temperature: float | None = None
-    """As configured; None: the default rule (0, or none for a model that refuses one)."""
-    max_tokens: int = DEFAULT_MAX_TOKENS
-    retry: RetryConfig = field(default_factory=RetryConfig)
-    prompt_file: str | None = None
-    factory: str | None = None
 
 
 def resolve_simulator(
@@ -358,18 +342,25 @@ def fidelity_judge_issue(
 # --------------------------------------------------------------------------- one case
 
 
-@dataclass(frozen=True)
-class CaseSimulation:
-    """What one simulated test case needs at run time, checked at load."""
+DIGEST_USER_KEYS = ("goal", "persona", "known", "unknown", "opening", "max_turns")
+"""The keys of ``user:`` that decide the conversation (``require_goal`` and ``fidelity`` are
+checks on it, which a regrade applies again)."""
+DIGEST_SIMULATOR_KEYS = ("backend", "model", "factory", "temperature", "prompt_file")
+"""The simulator's keys that decide the conversation (not its endpoint, key or retries)."""
 
-    user: UserConfig
-    simulator: ResolvedSimulator
-    require_goal: bool
-    fidelity: bool
-    factory: Callable[..., Any] | None = None
-    """The python simulator's factory, imported."""
-    template: str | None = None
-    """The ``prompt_file``'s text; None: the packaged template."""
+
+def simulation_digest(user: UserConfig, simulator: ResolvedSimulator) -> str:
+    """What decides a simulated conversation, hashed (``Simulation.digest``).
+
+    ``regrade`` replays a recorded conversation only while this is unchanged: a case
+    whose goal, persona, facts, opening, ``max_turns`` or simulator (backend, model or
+    factory, temperature, prompt file) changed since the report is "not regradable:
+    simulation changed".
+    """
+    data = user.model_dump(mode="json", include=set(DIGEST_USER_KEYS))
+    data["simulator"] = {key: getattr(simulator, key) for key in DIGEST_SIMULATOR_KEYS}
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def check_case(
@@ -424,6 +415,7 @@ def check_case(
             fidelity=fidelity,
             factory=factory,
             template=template,
+            digest=simulation_digest(user, resolved),
         ),
         [],
     )

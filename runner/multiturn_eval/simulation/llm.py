@@ -157,6 +157,9 @@ class StructuredAsk:
     """None: send no temperature."""
     seed: int | None
     """None: send no seed; providers without one ignore it."""
+    turn: int | None = None
+    """The 0-based turn the simulated user's next message will be (the conversation's user
+    messages so far); None for a call that is not a simulated user's step."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,8 @@ class StructuredAnswer:
     """A refusal, text instead of the object, a cut-off reply."""
     usage: TokenUsage
     cost_usd: float | None = None
+    notes: tuple[str, ...] = ()
+    """What the call noted without failing (a transient error it retried)."""
 
 
 class StructuredCall(Protocol):
@@ -245,6 +250,7 @@ class LLMSimulator(Named):
 
     async def next_step(self, conversation: tuple[ConversationMessage, ...]) -> Step:
         prompt = self.prompt(conversation)
+        turn = sum(1 for message in conversation if message.role == "user")
         usages: list[TokenUsage] = []
         costs: list[float | None] = []
         notes: list[str] = []
@@ -255,13 +261,16 @@ class LLMSimulator(Named):
         problem = ""
         for attempt in (1, 2):
             try:
-                answer = await self._ask(prompt if attempt == 1 else prompt + RETRY_NOTE, notes)
+                answer = await self._ask(
+                    prompt if attempt == 1 else prompt + RETRY_NOTE, notes, turn
+                )
             except FatalBackendError:
                 raise
             except BackendError as exc:
                 return step(None, f"{self.label}: the model call failed: {error_text(exc)}")
             usages.append(answer.usage)
             costs.append(answer.cost_usd)
+            notes.extend(answer.notes)
             checked = check_reply(answer.data) if answer.problem is None else answer.problem
             if isinstance(checked, UserTurn):
                 return step(checked)
@@ -270,7 +279,7 @@ class LLMSimulator(Named):
                 notes.append(f"{self.label}: its reply did not fit, asked once more: {problem}")
         return step(None, f"{self.label}: its reply did not fit twice: {problem}")
 
-    async def _ask(self, prompt: str, notes: list[str]) -> StructuredAnswer:
+    async def _ask(self, prompt: str, notes: list[str], turn: int) -> StructuredAnswer:
         temperature = self._temperatures.value(self._backend, self._model, self._configured)
         ask = StructuredAsk(
             system=SYSTEM,
@@ -280,6 +289,7 @@ class LLMSimulator(Named):
             schema=self._schema,
             temperature=temperature,
             seed=self._seed,
+            turn=turn,
         )
         try:
             return await self._call(ask)

@@ -12,7 +12,8 @@ Both are called through the same guarded path as every other piece of user code
 ``sys.exit()`` and its kin turned into errors. Whatever goes wrong -- the factory
 or ``next_message`` raises, returns something else, builds a bad ``UserTurn`` --
 is a fault that names the simulator (the test case's outcome is
-``invalid_simulation``), never the agent's failure. A call that never returns is
+``invalid_simulation``), never the agent's failure; where your code raised is kept
+with its traceback for the reports (the test case's ``tracebacks``). A call that never returns is
 bounded by the driver (the turn timeout). A fault is not retried: unlike a
 model's reply, code that failed once fails again.
 """
@@ -25,7 +26,7 @@ from typing import Any
 from ..errors import UserCodeAbort
 from ..sanitize import safe_repr
 from ..types import ConversationMessage, SimulatorContext, UserTurn
-from ..usercode import call_user_code, error_text
+from ..usercode import call_user_code, error_text, note_traceback
 from .base import Named, Step, label_of
 from .record import SimulatorInfo
 
@@ -83,6 +84,7 @@ class PythonSimulator(Named):
         except UserCodeAbort as exc:
             return f"{label}: in the factory, {error_text(exc)}"
         except Exception as exc:
+            note_traceback("the simulator factory", exc)
             return f"{label}: the factory failed: {error_text(exc)}"
 
     async def next_step(self, conversation: tuple[ConversationMessage, ...]) -> Step:
@@ -94,6 +96,7 @@ class PythonSimulator(Named):
         except UserCodeAbort as exc:  # sys.exit(), KeyboardInterrupt...: said in words
             return Step(None, f"{self.label}: in next_message(), {error_text(exc)}")
         except Exception as exc:
+            note_traceback("the simulator's next_message()", exc)
             return Step(None, f"{self.label}: next_message() raised {error_text(exc)}")
         try:
             turn = coerce_turn(value)

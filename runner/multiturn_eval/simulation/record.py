@@ -1,7 +1,8 @@
 """What a simulated conversation leaves in the report, and the rules decided on it (pure).
 
 :class:`Simulation` is the test case's ``simulation`` block in ``report.json``
-(``CaseResult.simulation``): the goal, how the conversation ended, the simulator,
+(``CaseResult.simulation``; the models are the report's, in :mod:`multiturn_eval.results`,
+re-exported here): the goal, how the conversation ended, the simulator,
 its usage and cost (apart from the agent's and the judges'), and the fidelity
 judge's verdicts. The rules:
 
@@ -23,78 +24,35 @@ judge's verdicts. The rules:
 
 from __future__ import annotations
 
-from typing import Literal
+from ..results import (
+    Fidelity,
+    FidelityVerdict,
+    MetricResult,
+    Simulation,
+    SimulationOutcome,
+    SimulatorInfo,
+    Source,
+)
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from ..results import MetricResult, omitted_when_none
-from ..types import TokenUsage
-
-SimulationOutcome = Literal[
-    "goal_met", "gave_up", "out_of_scope", "max_turns", "invalid_simulation", "agent_error"
-]
-Source = Literal["scripted", "simulated"]
-"""Who wrote a turn's input: the suite (``turns:``, ``opening``) or the simulated user."""
 USER_GOAL = "user_goal"
 
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SimulatorInfo(_Model):
-    """Which simulator played the user."""
-
-    backend: str
-    """anthropic | openai | python."""
-    model: str | None = None
-    """The LLM simulator's model; None for a python simulator."""
-    factory: str | None = omitted_when_none("A python simulator's factory (module:callable).")
-
-
-class FidelityVerdict(_Model):
-    """The fidelity judge on one simulated step (a message, or an end without one)."""
-
-    turn_index: int | None
-    """The turn whose input the message was; None for an end without a message."""
-    passed: bool
-    reason: str | None = None
-    error: str | None = None
-    """Set when the judge gave no usable verdict (the step then counts as failed)."""
-
-
-class Fidelity(_Model):
-    """``fidelity: true``: the judge's verdict on every simulated step of the run."""
-
-    judged: int
-    failed: int
-    verdicts: list[FidelityVerdict] = Field(default_factory=list)
-    judge_token_usage: TokenUsage | None = None
-    """The fidelity judge's tokens (they are judges' tokens: counted with the case's judges)."""
-    judge_cost_usd: float | None = None
-
-
-class Simulation(_Model):
-    """How the simulated user's part of a test case went (``CaseResult.simulation``)."""
-
-    goal: str
-    outcome: SimulationOutcome
-    reason: str | None = None
-    user_turns: int
-    """Messages the simulated part sent (the opening included, scripted turns not)."""
-    simulator: SimulatorInfo
-    user_token_usage: TokenUsage = Field(default_factory=TokenUsage)
-    """The simulator's tokens (not in token_usage, the agent's, nor in judge_token_usage)."""
-    user_cost_usd: float | None = None
-    """What the simulator cost; None when no price is known (a python simulator)."""
-    fidelity: Fidelity | None = omitted_when_none(
-        "With fidelity: true, the fidelity judge's verdicts on the simulated messages."
-    )
+__all__ = [
+    "USER_GOAL",
+    "Fidelity",
+    "FidelityVerdict",
+    "Simulation",
+    "SimulationOutcome",
+    "SimulatorInfo",
+    "Source",
+    "counts_for_agent",
+    "user_goal_metric",
+    "with_fidelity",
+]
 
 
 def counts_for_agent(simulation: Simulation) -> bool:
     """Whether this run's result says something about the agent (an invalid one does not)."""
-    return simulation.outcome != "invalid_simulation"
+    return not simulation.invalid
 
 
 def with_fidelity(simulation: Simulation, fidelity: Fidelity) -> Simulation:
@@ -104,6 +62,9 @@ def with_fidelity(simulation: Simulation, fidelity: Fidelity) -> Simulation:
     """
     update: dict[str, object] = {"fidelity": fidelity}
     if fidelity.failed and simulation.outcome != "invalid_simulation":
+        update["fidelity"] = fidelity.model_copy(
+            update={"ended_with": simulation.outcome, "ended_reason": simulation.reason}
+        )
         first = next(v for v in fidelity.verdicts if not v.passed)
         where = "an end" if first.turn_index is None else f"turn {first.turn_index + 1}"
         why = first.error or first.reason or "failed"

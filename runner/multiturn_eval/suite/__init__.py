@@ -17,10 +17,12 @@ The models live in one module per section of the file:
 
 =====================  ====================================================
 :mod:`.agents`         ``agent:`` (one model per ``backend:``, ``tools:``)
+:mod:`.mcp_servers`    ``agent.mcp_servers:`` (MCP servers as tool sources)
 :mod:`.cases`          ``test_cases:``, their turns, ``files:``, ``conversation_tools:``
 :mod:`.evaluations`    ``evaluations:`` (standard, code, judge)
 :mod:`.tool_checks`    ``expected_tools:`` and argument matchers
 :mod:`.blocks`         ``execution:``, ``pricing:``, ``judge:``, ``retry:``
+:mod:`.users`          ``user_simulator:`` and a test case's ``user:`` (simulated users)
 :mod:`.common`         what they share (strict models, :func:`at_path`, text scalars)
 =====================  ====================================================
 
@@ -76,6 +78,7 @@ from .evaluations import (
     _unique_metric_names,
     json_schema_problem,
 )
+from .mcp_servers import McpServerList, McpServerSpec, server_configs
 from .tool_checks import (
     MAX_REGEX_SIZE,
     ArgMatcher,
@@ -87,6 +90,7 @@ from .tool_checks import (
     ToolOrder,
     compile_regex,
 )
+from .users import SimulatorConfig, UserConfig, UserSimulatorConfig
 
 __all__ = [
     "AT_PATH_ERROR",
@@ -117,6 +121,8 @@ __all__ = [
     "JudgeConfig",
     "JudgeEvaluation",
     "JudgeScale",
+    "McpServerList",
+    "McpServerSpec",
     "ModelPrice",
     "OpenAIAgent",
     "PlainData",
@@ -125,16 +131,20 @@ __all__ = [
     "RetryConfig",
     "ScalarText",
     "SemanticKernelAgent",
+    "SimulatorConfig",
     "StandardEvaluation",
     "Suite",
     "TestCase",
     "ToolOrder",
     "ToolSpec",
     "Turn",
+    "UserConfig",
+    "UserSimulatorConfig",
     "at_path",
     "compile_regex",
     "json_schema_problem",
     "likely_misspellings",
+    "server_configs",
 ]
 
 
@@ -153,6 +163,13 @@ class Suite(_Strict):
     evaluations: list[Evaluation] = Field(default_factory=list)
     judge: JudgeConfig | None = Field(
         default=None, description="Default judge settings of every type: judge evaluation."
+    )
+    user_simulator: UserSimulatorConfig | None = Field(
+        default=None,
+        description=(
+            "The simulated users' model (or your Python simulator) and defaults; a test "
+            "case's user.simulator is merged over it key by key."
+        ),
     )
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     pricing: dict[str, ModelPrice] = Field(
@@ -208,8 +225,12 @@ MODELS: tuple[type[BaseModel], ...] = (
     FileRef,
     Turn,
     ConversationTools,
+    SimulatorConfig,
+    UserSimulatorConfig,
+    UserConfig,
     TestCase,
     ToolSpec,
+    McpServerSpec,
     PythonAgent,
     HttpAgent,
     AnthropicAgent,

@@ -1,4 +1,4 @@
-"""``agent:``: the agent under test, one model per ``backend:``, and its Python tools."""
+"""``agent:``: the agent under test, one model per ``backend:``, its Python tools and MCP servers."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from ..tools.outcome import DEFAULT_MAX_TOOL_RESULT_CHARS
 from .blocks import RetryConfig
 from .common import CALLABLE_PATTERN, URL_PATTERN, PlainData, _Strict, at_path
+from .mcp_servers import McpServerList
 
 
 class ToolSpec(_Strict):
@@ -60,7 +62,22 @@ class HttpAgent(_AgentCommon):
     )
 
 
-class AnthropicAgent(_AgentCommon):
+class _ModelAgent(_AgentCommon):
+    """What the model backends add: the runner runs the tools the model calls."""
+
+    mcp_servers: McpServerList = Field(
+        default_factory=list,
+        description="MCP servers whose tools are offered next to agent.tools (see docs/mcp.md).",
+    )
+    max_tool_result_chars: int = Field(
+        default=DEFAULT_MAX_TOOL_RESULT_CHARS,
+        ge=1,
+        description="A tool result longer than this (Python and MCP tools alike) is cut, with "
+        "a marker saying how much was cut, for the model and the reports.",
+    )
+
+
+class AnthropicAgent(_ModelAgent):
     """Claude through the anthropic SDK's Messages API with a client-side tool loop."""
 
     backend: Literal["anthropic"]
@@ -73,7 +90,7 @@ class AnthropicAgent(_AgentCommon):
     retry: RetryConfig = Field(default_factory=RetryConfig)
 
 
-class SemanticKernelAgent(_AgentCommon):
+class SemanticKernelAgent(_ModelAgent):
     """A Semantic Kernel ChatCompletionAgent with automatic function calling."""
 
     backend: Literal["semantic-kernel"]
@@ -110,7 +127,7 @@ class AzureConfig(_Strict):
     deployment: str | None = Field(default=None, min_length=1, description="Default: agent.model.")
 
 
-class OpenAIAgent(_AgentCommon):
+class OpenAIAgent(_ModelAgent):
     """Any OpenAI-compatible Chat Completions endpoint through the openai SDK, with a client-side tool loop."""
 
     backend: Literal["openai"]

@@ -16,6 +16,7 @@ from .blocks import JudgeConfig
 from .common import PlainData, ScalarText, _Strict, _suggest, at_path
 from .evaluations import Evaluation, _unique_metric_names
 from .tool_checks import ArgsMode, ExpectedTool, ExpectedToolItem, ToolOrder, _normalise_tools
+from .users import UserConfig
 
 
 class FileRef(_Strict):
@@ -149,7 +150,11 @@ CONVERSATION_KEYS = ("conversation_evaluations", "conversation_tools")
 
 
 class TestCase(_Strict):
-    """A conversation: either ``input`` (legacy single turn) or ``turns``."""
+    """A conversation: ``input`` (legacy single turn), ``turns``, or a simulated ``user``.
+
+    A test case with ``user:`` is simulated: its optional scripted ``turns`` are sent
+    first, then the simulated user takes over (SPEC 6.11).
+    """
 
     __test__ = False  # not a pytest class
 
@@ -178,6 +183,13 @@ class TestCase(_Strict):
         description="Tool assertions over every call of the conversation (a case-level check).",
     )
     turns: list[Turn] | None = None
+    user: UserConfig | None = Field(
+        default=None,
+        description=(
+            "A simulated user: after the scripted turns (optional), it talks to the agent "
+            "toward its goal (SPEC 6.11)."
+        ),
+    )
     # legacy single-turn shape
     input: ScalarText | None = None
     ground_truth: ScalarText | None = None
@@ -191,14 +203,21 @@ class TestCase(_Strict):
             if self.input is not None:
                 raise at_path(("input",), "a test case has either 'input' or 'turns', not both")
             if not self.turns:
-                raise at_path(("turns",), "is empty; give at least one turn, or use 'input:'")
+                instead = "leave 'turns:' out" if self.user is not None else "use 'input:'"
+                raise at_path(("turns",), f"is empty; give at least one turn, or {instead}")
             for key in ("ground_truth", "expected_tools", "files", "retrieval_context"):
                 if getattr(self, key) is not None:
                     raise at_path(
                         (key,), "not allowed beside 'turns'; put it on the turn it belongs to"
                     )
+        elif self.user is not None:
+            pass  # simulated: scripted turns are optional ('input:' beside 'user:' is a load error)
         elif self.input is None:
-            raise at_path(("turns",), "a test case needs 'turns' (or 'input' for a single turn)")
+            raise at_path(
+                ("turns",),
+                "a test case needs 'turns' (or 'input' for a single turn, or 'user' for a "
+                "simulated user)",
+            )
         else:
             for key in CONVERSATION_KEYS:
                 if getattr(self, key, None) is not None:
@@ -228,12 +247,21 @@ class TestCase(_Strict):
 
     @property
     def is_legacy(self) -> bool:
-        return self.turns is None
+        return self.turns is None and self.user is None
+
+    @property
+    def turn_bound(self) -> int:
+        """The most turns one run may have: the scripted ones, and a simulated user's
+        ``max_turns`` (its opening included)."""
+        return len(self.effective_turns()) + (self.user.max_turns if self.user else 0)
 
     def effective_turns(self) -> list[Turn]:
-        """The turns to run; a legacy case becomes one turn."""
+        """The scripted turns to run; a legacy case becomes one turn (a simulated case's
+        simulated turns are not known before it runs)."""
         if self.turns is not None:
             return self.turns
+        if self.user is not None:
+            return []
         return [
             Turn(
                 input=self.input or "",

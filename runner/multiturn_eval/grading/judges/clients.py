@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...backends.chat import ChatClient, Structured, StructuredRequest, structured
+from ...backends.chat import ChatClient, Side, Structured, StructuredRequest, structured
 from ...retry import OnRetry, RetryPolicy
 from .verdict import TOOL_NAME, verdict_schema
 
@@ -67,9 +67,19 @@ def http_client(sdk: Any, check: Any = None) -> Any:
 # --------------------------------------------------------------------------- clients
 
 
-def _chat_client(
-    backend: str, base_url: str | None, api_key: str, api_version: str | None, timeout: float
+def chat_client(
+    backend: str,
+    base_url: str | None,
+    api_key: str,
+    api_version: str | None,
+    timeout: float,
+    *,
+    side: Side = "judge",
+    block: str = "judge",
 ) -> ChatClient:
+    """A chat-core client of one endpoint for a structured caller: a judge, or (``side="user"``,
+    ``block="user_simulator"``) a simulated user. ``block`` is where its settings live, for
+    the messages (``check ANTHROPIC_API_KEY or judge.api_key``)."""
     if backend == "openai":
         from ...backends import chat_completions as api
 
@@ -89,10 +99,10 @@ def _chat_client(
         wording = api.wording(
             "OpenAI-compatible",
             url,
-            "OPENAI_API_KEY or judge.api_key",
+            f"OPENAI_API_KEY or {block}.api_key",
             reply="a chat completion",
-            not_found="; check judge.model and judge.base_url",
-            side="judge",
+            not_found=f"; check {block}.model and {block}.base_url",
+            side=side,
         )
         return ChatClient(sdk, api, wording, timeout=timeout)
     import anthropic
@@ -106,7 +116,7 @@ def _chat_client(
         timeout=timeout,
         http_client=http_client(anthropic, messages_api.check),
     )
-    wording = messages_api.wording(url, "ANTHROPIC_API_KEY or judge.api_key", side="judge")
+    wording = messages_api.wording(url, f"ANTHROPIC_API_KEY or {block}.api_key", side=side)
     return ChatClient(client, messages_api, wording, timeout=timeout)
 
 
@@ -121,7 +131,7 @@ class JudgeClient:
         api_version: str | None,
         timeout: float,
     ) -> None:
-        self.client = _chat_client(backend, base_url, api_key, api_version, timeout)
+        self.client = chat_client(backend, base_url, api_key, api_version, timeout)
         self.base_url = self.client.wording.base_url
         self._name = "verdict" if backend == "openai" else TOOL_NAME
 
@@ -141,6 +151,12 @@ class JudgeClient:
         )
         return await structured(self.client, ask, policy, side="judge", on_retry=on_retry)
 
+    async def structured(
+        self, request: StructuredRequest, policy: RetryPolicy, on_retry: OnRetry | None = None
+    ) -> Structured:
+        """Any structured request of the judge's model (the fidelity judge's verdict)."""
+        return await structured(self.client, request, policy, side="judge", on_retry=on_retry)
+
     async def aclose(self) -> None:
         await self.client.aclose()
 
@@ -152,4 +168,4 @@ def make_client(
     return JudgeClient(backend, base_url, api_key, api_version, timeout)
 
 
-__all__ = ["JudgeClient", "JudgeRequest", "Structured", "make_client"]
+__all__ = ["JudgeClient", "JudgeRequest", "Structured", "chat_client", "make_client"]

@@ -29,14 +29,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+import json
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from ...backends.chat import Structured
+from ...backends.chat import Structured, StructuredRequest
 from ...errors import BackendError, FatalBackendError, JudgeConfigProblem
-from ...retry import RetryPolicy, Sleep, retry_note, turn_deadline
+from ...retry import OnRetry, RetryPolicy, Sleep, retry_note, turn_deadline
 from ...suite import JudgeConfig, RetryConfig
 from ...types import TokenUsage
 from .clients import JudgeClient, JudgeRequest, make_client
@@ -143,6 +144,35 @@ def request_digest(request: JudgeRequest) -> bytes:
     return digest.digest()
 
 
+def structured_digest(
+    endpoint: tuple[str, str | None, str, str | None], request: StructuredRequest
+) -> bytes:
+    """What makes two structured judge requests (the fidelity judge's) the same call."""
+    backend, base_url, api_key, api_version = endpoint
+    fields = (
+        "structured",
+        backend,
+        base_url or "",
+        api_key,
+        api_version or "",
+        request.model,
+        request.name,
+        repr(request.temperature),
+        repr(request.seed),
+        str(request.max_tokens),
+        json.dumps(request.schema, sort_keys=True),
+        request.system,
+    )
+    digest = hashlib.sha256("\x00".join(fields).encode("utf-8", "surrogatepass"))
+    digest.update(b"\x00")
+    digest.update(request.prompt.encode("utf-8", "surrogatepass"))
+    return digest.digest()
+
+
+_Call = Callable[[RetryPolicy, OnRetry], Awaitable[Structured]]
+"""One judge request, given its retry policy and retry-note callback."""
+
+
 class JudgeService:
     """Clients and the de-duplication cache of one run (its lifetime: the run)."""
 
@@ -158,7 +188,11 @@ class JudgeService:
     def client(self, request: JudgeRequest) -> JudgeClient:
         """The client of the request's endpoint (built on first use); its ``client.exchange``
         is the judge's exchange point (:mod:`multiturn_eval.backends.chat`)."""
-        key = (request.backend, request.base_url, request.api_key, request.api_version)
+        return self._client(
+            (request.backend, request.base_url, request.api_key, request.api_version)
+        )
+
+    def _client(self, key: tuple[str, str | None, str, str | None]) -> JudgeClient:
         client = self._clients.get(key)
         if client is None:
             client = self._clients[key] = make_client(*key, self.timeout)
@@ -180,16 +214,36 @@ class JudgeService:
 
         FatalBackendError (401/403) is raised to every caller.
         """
-        key = request_digest(request)
+        client = self.client(request)
+        return await self._once(
+            request_digest(request), lambda policy, note: client.call(request, policy, note), retry
+        )
+
+    async def structured(
+        self,
+        endpoint: tuple[str, str | None, str, str | None],
+        request: StructuredRequest,
+        retry: RetryConfig,
+    ) -> tuple[JudgeOutcome, bool]:
+        """Any structured request of a judge's model (the fidelity judge's verdicts), with the
+        judges' retries and de-duplication: ``endpoint`` is (backend, base_url, api_key,
+        api_version)."""
+        client = self._client(endpoint)
+        return await self._once(
+            structured_digest(endpoint, request),
+            lambda policy, note: client.structured(request, policy, note),
+            retry,
+        )
+
+    async def _once(self, key: bytes, call: _Call, retry: RetryConfig) -> tuple[JudgeOutcome, bool]:
         future = self._calls.get(key)
         fresh = future is None
         if future is None:
-            future = self._calls[key] = asyncio.ensure_future(self._call(request, retry))
+            future = self._calls[key] = asyncio.ensure_future(self._call(call, retry))
         outcome = await asyncio.shield(future)
         return outcome, fresh
 
-    async def _call(self, request: JudgeRequest, retry: RetryConfig) -> JudgeOutcome:
-        client = self.client(request)
+    async def _call(self, call: _Call, retry: RetryConfig) -> JudgeOutcome:
         self.requests_made += 1
         notes: list[str] = []
         policy = RetryPolicy(retry, sleep=self._sleep)
@@ -199,7 +253,7 @@ class JudgeService:
 
         with turn_deadline(self.timeout):
             try:
-                reply = await client.call(request, policy, note)
+                reply = await call(policy, note)
             except FatalBackendError:
                 raise
             except BackendError as exc:

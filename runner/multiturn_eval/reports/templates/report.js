@@ -89,6 +89,7 @@
         tr.appendChild(el("td", null, String(i + 1)));
         var name = el("td");
         name.appendChild(el("code", "text", c.name));
+        if (c.server) name.appendChild(el("div", "muted", "MCP server " + c.server));
         if (c.duration_ms != null) name.appendChild(el("div", "muted", duration(c.duration_ms)));
         tr.appendChild(name);
         var args = el("td");

@@ -4,13 +4,12 @@ A suite's agent may reach tools through MCP servers next to its Python tools:
 a stdio command or a streamable-HTTP URL per server, started per test case by
 default (``scope: case``: a fresh process, or a fresh MCP session of a URL
 server, so no conversation's state leaks into another) or once for the run
-(``scope: run``). The modules, in the order the data flows:
+(``scope: run``). The suite file's model of ``agent.mcp_servers`` is
+:mod:`multiturn_eval.suite.mcp_servers`; the modules here, in the order the data flows:
 
 ==============  ==============================================================
 :mod:`.config`  :class:`McpServerConfig`, the frozen config a server runs with,
                 and :func:`mcp_secrets` (no ``mcp`` import)
-:mod:`.spec`    ``McpServerSpec`` / ``McpServerList``: the suite file's model
-                and its rules, for ``suite.py``
 :mod:`.stdio`   a stdio server's process: minimal environment, process group,
                 stderr tail, shutdown (imports ``mcp``)
 :mod:`.server`  ``McpServer``: start, ``initialize``, tool list, calls, crashes,

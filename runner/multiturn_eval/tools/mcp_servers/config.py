@@ -1,7 +1,7 @@
 """One MCP server as the manager runs it: a frozen config (paths resolved, ``${VAR}`` substituted).
 
 No ``mcp`` import and no ``suite`` import here: ``suite.py`` may import this module.
-The suite file's model of ``agent.mcp_servers`` is :mod:`.spec`. Every value of
+The suite file's model of ``agent.mcp_servers`` is :mod:`multiturn_eval.suite.mcp_servers`. Every value of
 ``env`` and ``headers`` is a secret (:func:`mcp_secrets`): the loader adds them to
 the suite's secrets, so no report, log or comment shows them.
 """

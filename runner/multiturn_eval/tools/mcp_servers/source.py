@@ -29,14 +29,14 @@ import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import McpServerError, ToolArgumentError, ToolClashError
 from ...types import CaseContext, ToolInvocation
 from ..calls import ToolSet
 from ..definition import TOOL_NAME, Tool
 from ..outcome import ToolOutcome, error_text, failed_outcome, parse_arguments
-from .config import McpServerConfig
+from .config import McpServerConfig, Scope
 
 if TYPE_CHECKING:
     import mcp.types
@@ -192,33 +192,74 @@ async def close_all(servers: Sequence[McpServer]) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ServerStart:
-    """One server start, for the report's ``run.mcp_servers``."""
+    """How one server of the suite was started in a run, for the report's ``run.mcp_servers``."""
 
     name: str
-    scope: str
-    transport: str
+    scope: Scope
+    transport: Literal["stdio", "streamable-http"]
     startup_ms: float | None
+    """The mean time of its first starts (process, ``initialize``, tool list); None: never
+    started."""
+    starts: int = 1
+    """How many times it started: once (``scope: run``) or once per case run (``scope:
+    case``), plus the restarts after crashes."""
+    max_startup_ms: float | None = None
+    """The longest of those first starts."""
+
+
+@dataclasses.dataclass
+class _Tally:
+    """The starts of one ``scope: case`` server over the run (memory stays flat)."""
+
+    starts: int = 0
+    timed: int = 0
+    total_ms: float = 0.0
+    max_ms: float = 0.0
+
+    def add(self, server: McpServer) -> None:
+        self.starts += server.starts
+        if server.startup_ms is not None:
+            self.timed += 1
+            self.total_ms += server.startup_ms
+            self.max_ms = max(self.max_ms, server.startup_ms)
 
 
 class CaseTools:
     """One test case's tools: the run's, plus its own ``scope: case`` servers' (closed with it)."""
 
-    def __init__(self, toolset: ToolSet, servers: Sequence[McpServer]) -> None:
+    def __init__(
+        self,
+        toolset: ToolSet,
+        servers: Sequence[McpServer],
+        tallies: Mapping[str, _Tally] | None = None,
+    ) -> None:
         self.toolset = toolset
         self.servers = tuple(servers)
+        self._tallies = tallies or {}
+        self._closed = False
 
     @property
     def starts(self) -> list[ServerStart]:
         return [_start_of(s) for s in self.servers]
 
     async def aclose(self) -> None:
-        """End the case's servers: no process of theirs is left."""
-        await close_all(self.servers)
+        """End the case's servers: no process of theirs is left (a second call does nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await close_all(self.servers)
+        finally:
+            for server in self.servers:
+                tally = self._tallies.get(server.name)
+                if tally is not None:
+                    tally.add(server)
 
 
 def _start_of(server: McpServer) -> ServerStart:
     config = server.config
-    return ServerStart(config.name, config.scope, config.transport, server.startup_ms)
+    ms = server.startup_ms
+    return ServerStart(config.name, config.scope, config.transport, ms, server.starts, ms)
 
 
 class McpServers:
@@ -228,7 +269,10 @@ class McpServers:
         self.configs = tuple(configs)
         self._env = env
         self._run_servers: list[McpServer] = []
+        self._run_started: list[McpServer] = []
+        """The run's servers as started (kept after :meth:`aclose`, for the report)."""
         self._toolset: ToolSet | None = None
+        self._tallies = {c.name: _Tally() for c in self.configs if c.scope == "case"}
 
     @property
     def run_servers(self) -> tuple[McpServer, ...]:
@@ -249,6 +293,7 @@ class McpServers:
             await close_all(servers)
             raise
         self._run_servers = servers
+        self._run_started = list(servers)
         return self._toolset
 
     async def open_case(self, base: ToolSet | None = None) -> CaseTools:
@@ -264,14 +309,42 @@ class McpServers:
         servers = [McpServer(c, env=self._env) for c in self.configs if c.scope == "case"]
         await _start_all(servers)
         try:
-            return CaseTools(with_server_tools(toolset, servers), servers)
+            return CaseTools(with_server_tools(toolset, servers), servers, self._tallies)
         except BaseException:
             await close_all(servers)
             raise
 
+    @property
+    def has_case_servers(self) -> bool:
+        """Whether each case starts servers of its own (``scope: case``)."""
+        return bool(self._tallies)
+
     def run_starts(self) -> list[ServerStart]:
         """The ``scope: run`` servers as started, for the report."""
-        return [_start_of(s) for s in self._run_servers]
+        return [_start_of(s) for s in self._run_started]
+
+    def starts(self) -> list[ServerStart]:
+        """Every server of the suite, in the suite's order: the run's as started, the cases'
+        summed over the cases closed so far (for the report's ``run.mcp_servers``)."""
+        run = {s.name: _start_of(s) for s in self._run_started}
+        out: list[ServerStart] = []
+        for config in self.configs:
+            if config.name in run:
+                out.append(run[config.name])
+            elif config.name in self._tallies:  # listed even when no case could start it
+                t = self._tallies[config.name]
+                mean = t.total_ms / t.timed if t.timed else None
+                out.append(
+                    ServerStart(
+                        config.name,
+                        config.scope,
+                        config.transport,
+                        mean,
+                        t.starts,
+                        t.max_ms if t.timed else None,
+                    )
+                )
+        return out
 
     async def aclose(self) -> None:
         """End the run's servers."""

@@ -1,12 +1,10 @@
-"""``agent.mcp_servers`` in the suite file: the pydantic model and its rules.
+"""``agent.mcp_servers``: the MCP servers whose tools are offered next to ``agent.tools``.
 
-Written to move into ``suite.py`` as it is (it uses that module's helpers), with
-the agent models of the ``anthropic``, ``openai`` and ``semantic-kernel`` backends
-getting::
+The agent models of the ``anthropic``, ``openai`` and ``semantic-kernel``
+backends take ``mcp_servers: McpServerList`` (:mod:`.agents`); what runs a server
+is :mod:`multiturn_eval.tools.mcp_servers` (this module imports only its config).
 
-    mcp_servers: McpServerList = Field(default_factory=list)
-
-Rules (each a located error, through :func:`~multiturn_eval.suite.at_path`):
+Rules (each a located error, through :func:`.common.at_path`):
 a name (``^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$``) unique in the suite; exactly one
 of ``command`` (stdio) and ``url`` (streamable HTTP); ``args``, ``env`` and
 ``cwd`` only with ``command``, ``headers`` only with ``url``; no name twice in
@@ -24,8 +22,13 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from ...suite import URL_PATTERN, ScalarText, at_path
-from .config import DEFAULT_STARTUP_TIMEOUT, SERVER_NAME, McpServerConfig, Scope
+from ..tools.mcp_servers.config import (
+    DEFAULT_STARTUP_TIMEOUT,
+    SERVER_NAME,
+    McpServerConfig,
+    Scope,
+)
+from .common import URL_PATTERN, ScalarText, at_path
 
 
 class McpServerSpec(BaseModel):
