@@ -63,9 +63,22 @@ def python_setup() -> Setup:
     return Setup(agent="agent:\n  backend: python\n  factory: bench.agents:instant\n")
 
 
-def anthropic_setup() -> Setup:
+def tool_then_answer(agent: str, server_module: str, env: dict[str, str]) -> Setup:
+    """A model backend against a fake server (``server_module``) run with its responder
+    ``tool-then-answer``: every turn, one call of subtract(a=1, b=1), then the answer
+    "The answer is 0.0." (two HTTP requests per turn)."""
     return Setup(
-        agent=textwrap.dedent(
+        agent=agent,
+        server=[sys.executable, "-m", server_module, "--responder", "tool-then-answer"],
+        env=env,
+        ground_truth="0",
+        tool_args="{a: 1, b: {fuzzy: '1'}}",
+    )
+
+
+def anthropic_setup() -> Setup:
+    return tool_then_answer(
+        textwrap.dedent(
             """\
             agent:
               backend: anthropic
@@ -75,17 +88,8 @@ def anthropic_setup() -> Setup:
                 - function: tests.tool_funcs:subtract
             """
         ),
-        server=[
-            sys.executable,
-            "-m",
-            "tests.fakes.anthropic_server",
-            "--responder",
-            "tool-then-answer",
-        ],
-        env={"ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789", "ANTHROPIC_BASE_URL": "{url}"},
-        # the fake calls subtract(a=1, b=1) and answers "The answer is 0.0."
-        ground_truth="0",
-        tool_args="{a: 1, b: {fuzzy: '1'}}",
+        "tests.fakes.anthropic_server",
+        {"ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789", "ANTHROPIC_BASE_URL": "{url}"},
     )
 
 

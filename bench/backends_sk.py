@@ -20,12 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.backends import BACKENDS, Setup, main
+from bench.backends import BACKENDS, Setup, main, tool_then_answer
 
 
 def semantic_kernel_setup() -> Setup:
-    return Setup(
-        agent=textwrap.dedent(
+    # the fake calls tools-subtract(a=1, b=1), Semantic Kernel's name for the tool
+    return tool_then_answer(
+        textwrap.dedent(
             """\
             agent:
               backend: semantic-kernel
@@ -37,17 +38,8 @@ def semantic_kernel_setup() -> Setup:
                 - function: tests.tool_funcs:subtract
             """
         ),
-        server=[
-            sys.executable,
-            "-m",
-            "tests.fakes.openai_server",
-            "--responder",
-            "tool-then-answer",
-        ],
-        env={"OPENAI_API_KEY": "sk-test-openai-0123456789"},
-        # the fake calls tools-subtract(a=1, b=1) and answers "The answer is 0.0."
-        ground_truth="0",
-        tool_args="{a: 1, b: {fuzzy: '1'}}",
+        "tests.fakes.openai_server",
+        {"OPENAI_API_KEY": "sk-test-openai-0123456789"},
     )
 
 

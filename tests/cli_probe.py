@@ -12,6 +12,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: the CLI as a fresh process: ``[*CLI, "run", "suite.yaml"]``
+CLI = (sys.executable, "-m", "multiturn_eval")
+
 #: variables of this environment a probe never inherits (keys, endpoints, proxies)
 SCRUBBED = ("ANTHROPIC_", "OPENAI_", "AZURE_OPENAI_", "MULTITURN_EVAL_")
 PROXIES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")

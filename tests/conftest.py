@@ -13,6 +13,7 @@ import pytest
 
 from multiturn_eval import cli
 from tests import agents
+from tests.fakes.anthropic_server import FakeAnthropic
 
 
 @dataclass
@@ -76,3 +77,10 @@ def retiring_sonnet_4_5(monkeypatch: pytest.MonkeyPatch) -> None:
 
     for model in ("claude-sonnet-4-5", "claude-sonnet-4-5-20250929"):
         monkeypatch.setitem(DEPRECATED_MODELS, model, "November 30th, 2026")
+
+
+@pytest.fixture
+def anthropic_fake() -> Iterator[FakeAnthropic]:
+    """A fake Anthropic Messages API on 127.0.0.1, for the tests' whole run."""
+    with FakeAnthropic() as server:
+        yield server

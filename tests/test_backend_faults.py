@@ -20,7 +20,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from tests.conftest import Project
 from tests.fakes import anthropic_server as fa
 from tests.fakes import http_agent as fh
 from tests.fakes import openai_server as fo
-from tests.fakes._server import Drip, FakeServer, Huge, Response, Slow
+from tests.fakes._server import Drip, FakeServer, Huge, Request, Response, Slow
 
 CASES = """\
 test_cases:
@@ -105,6 +105,30 @@ def check_turn_error(failure: TurnReply | BackendError, prefix: str, reason: str
     return text
 
 
+def not_a_message(url: str) -> str:
+    """How a turn error about an Anthropic reply that is not a message begins."""
+    return f"the Anthropic API at {url} returned a reply that is not a Messages API response ("
+
+
+def check_bad_then_fine(
+    backend: Any,
+    loaded: Any,
+    prefix: str,
+    reason: str,
+    requests: Callable[[], list[Request]] | None = None,
+) -> None:
+    """Two turns against a fake scripted with a bad 200 then "fine": the first is a clean turn
+    error (see check_turn_error), the second goes on; with ``requests``, the fake's requests
+    of the model API: two (not retried), the second without a trace of the failed turn."""
+    first, second = converse(backend, loaded, ("first", "second"))
+    check_turn_error(first, prefix, reason)
+    assert isinstance(second, TurnReply) and second.response == "fine"
+    if requests is not None:
+        assert len(requests()) == 2  # not retried
+        # the failed turn left no trace in the history the next request carries
+        assert [m["role"] for m in requests()[1].body["messages"]] == ["user"]
+
+
 # ---------------------------------------------------------------------- anthropic
 
 ANTHROPIC_BODIES = [
@@ -141,19 +165,19 @@ ANTHROPIC_BODIES = [
 ]
 
 
-@pytest.fixture
-def anthropic_fake() -> Iterator[fa.FakeAnthropic]:
-    with fa.FakeAnthropic() as server:
-        yield server
+def backend_of(tmp_path: Path, agent: str, make: Callable[..., Any], **options: Any) -> Any:
+    """The backend ``make(loaded, settings, sleep=..., **options)`` for a suite of ``agent``
+    and CASES, on a clock that does not wait, and the loaded suite."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(agent + CASES)
+    loaded = load_suite(path, env={})
+    return make(loaded, RunSettings(turn_timeout=20), sleep=Clock().sleep, **options), loaded
 
 
 def anthropic_backend(tmp_path: Path, fake: fa.FakeAnthropic, agent: str = "") -> Any:
-    path = tmp_path / "suite.yaml"
-    path.write_text("agent:\n  backend: anthropic\n  model: claude-haiku-4-5\n" + agent + CASES)
-    loaded = load_suite(path, env={})
     env = {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": fake.url}
-    backend = AnthropicBackend(loaded, RunSettings(turn_timeout=20), env=env, sleep=Clock().sleep)
-    return backend, loaded
+    agent = "agent:\n  backend: anthropic\n  model: claude-haiku-4-5\n" + agent
+    return backend_of(tmp_path, agent, AnthropicBackend, env=env)
 
 
 @pytest.mark.parametrize(("reply", "reason"), ANTHROPIC_BODIES)
@@ -162,17 +186,13 @@ def test_anthropic_a_200_that_is_not_a_message_is_a_turn_error(
 ) -> None:
     anthropic_fake.script(body(reply), fa.text("fine"))
     backend, loaded = anthropic_backend(tmp_path, anthropic_fake)
-    first, second = converse(backend, loaded, ("first", "second"))
-    check_turn_error(
-        first,
-        f"the Anthropic API at {anthropic_fake.url} returned a reply that is not a Messages API "
-        "response (",
+    check_bad_then_fine(
+        backend,
+        loaded,
+        not_a_message(anthropic_fake.url),
         reason,
+        anthropic_fake.messages_requests,
     )
-    assert isinstance(second, TurnReply) and second.response == "fine"
-    assert len(anthropic_fake.messages_requests()) == 2  # not retried
-    # the failed turn left no trace in the history the next request carries
-    assert [m["role"] for m in anthropic_fake.messages_requests()[1].body["messages"]] == ["user"]
 
 
 def test_anthropic_the_excerpt_is_one_short_clean_line(
@@ -245,15 +265,8 @@ def openai_fake() -> Iterator[fo.FakeOpenAI]:
 
 def sk_backend(tmp_path: Path, env: dict[str, str], service: str = "openai") -> Any:
     model = "claude-haiku-4-5" if service == "anthropic" else "gpt-4o-mini"
-    path = tmp_path / "suite.yaml"
-    path.write_text(
-        f"agent:\n  backend: semantic-kernel\n  service: {service}\n  model: {model}\n" + CASES
-    )
-    loaded = load_suite(path, env={})
-    backend = SemanticKernelBackend(
-        loaded, RunSettings(turn_timeout=20), env=env, sleep=Clock().sleep
-    )
-    return backend, loaded
+    agent = f"agent:\n  backend: semantic-kernel\n  service: {service}\n  model: {model}\n"
+    return backend_of(tmp_path, agent, SemanticKernelBackend, env=env)
 
 
 @pytest.mark.parametrize(("reply", "reason"), SK_BODIES)
@@ -263,16 +276,14 @@ def test_semantic_kernel_a_200_that_is_not_a_chat_completion_is_a_turn_error(
     openai_fake.script(body(reply), fo.text("fine"))
     env = {"OPENAI_API_KEY": fo.API_KEY, "OPENAI_BASE_URL": openai_fake.base_url}
     backend, loaded = sk_backend(tmp_path, env)
-    first, second = converse(backend, loaded, ("first", "second"))
-    check_turn_error(
-        first,
+    check_bad_then_fine(
+        backend,
+        loaded,
         f"the OpenAI API at {openai_fake.base_url} returned a reply that is not a Chat "
         "Completions response (",
         reason,
+        openai_fake.chat_requests,
     )
-    assert isinstance(second, TurnReply) and second.response == "fine"
-    assert len(openai_fake.chat_requests()) == 2  # not retried
-    assert [m["role"] for m in openai_fake.chat_requests()[1].body["messages"]] == ["user"]
 
 
 @pytest.mark.parametrize(("reply", "reason"), ANTHROPIC_BODIES[:8] + ANTHROPIC_BODIES[15:19])
@@ -282,14 +293,12 @@ def test_semantic_kernel_anthropic_service_a_200_that_is_not_a_message_is_a_turn
     anthropic_fake.script(body(reply), fa.text("fine"))
     env = {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": anthropic_fake.url}
     backend, loaded = sk_backend(tmp_path, env, service="anthropic")
-    first, second = converse(backend, loaded, ("first", "second"))
-    check_turn_error(
-        first,
-        f"the Anthropic API at {anthropic_fake.url} returned a reply that is not a Messages API "
-        "response (",
+    check_bad_then_fine(
+        backend,
+        loaded,
+        not_a_message(anthropic_fake.url),
         reason,
     )
-    assert isinstance(second, TurnReply) and second.response == "fine"
 
 
 # --------------------------------------------------------------------------- http
@@ -363,10 +372,8 @@ def test_http_a_reply_of_the_wrong_shape_is_a_turn_error(
     tmp_path: Path, http_fake: fh.FakeHttpAgent, reply: Any, message: str
 ) -> None:
     http_fake.script(body(reply), fh.AgentReply("fine"))
-    path = tmp_path / "suite.yaml"
-    path.write_text(f"agent:\n  backend: http\n  url: {http_fake.endpoint}\n" + CASES)
-    loaded = load_suite(path, env={})
-    backend = HttpBackend(loaded, RunSettings(turn_timeout=20), sleep=Clock().sleep)
+    agent = f"agent:\n  backend: http\n  url: {http_fake.endpoint}\n"
+    backend, loaded = backend_of(tmp_path, agent, HttpBackend)
     first, second = converse(backend, loaded, ("first", "second"))
     assert isinstance(first, BackendError), first
     assert not isinstance(first, TransientError) and first.session_alive

@@ -16,9 +16,7 @@ import asyncio
 import base64
 import json
 import subprocess
-import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from multiturn_eval.types import TurnFile, TurnReply
 from tests import tool_funcs
 from tests.backend_harness import CASES, PNG, Harness, error, reply
 from tests.chat_flavors import SemanticKernelFlavor, fixtures
+from tests.cli_probe import CLI
 from tests.conftest import Project
 from tests.fakes import anthropic_server as fa
 from tests.fakes.openai_server import (
@@ -336,18 +335,12 @@ def test_files_its_connector_cannot_send_are_config_errors(
 # ----------------------------------------------------------- service: anthropic
 
 
-@pytest.fixture
-def fake_anthropic() -> Iterator[fa.FakeAnthropic]:
-    with fa.FakeAnthropic() as server:
-        yield server
-
-
 @pytest.mark.usefixtures("retiring_sonnet_4_5")
 def test_anthropic_service_runs_tools_and_reports_cache_usage(
-    harness: Harness, fake_anthropic: fa.FakeAnthropic
+    harness: Harness, anthropic_fake: fa.FakeAnthropic
 ) -> None:
     """Semantic Kernel's own Anthropic connector works on anthropic>=2 (not the [anthropic] extra)."""
-    fake_anthropic.script(
+    anthropic_fake.script(
         fa.tool_uses(
             ("tools-lookup", {"key": "revenue"}),
             ("tools-lookup", {"key": "cost"}),
@@ -362,7 +355,7 @@ def test_anthropic_service_runs_tools_and_reports_cache_usage(
     agent = AGENT.replace("service: openai", "service: anthropic").replace(
         "gpt-4o-mini", "claude-sonnet-4-5"
     )
-    env = {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": fake_anthropic.url}
+    env = {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": anthropic_fake.url}
     backend = harness.backend(agent, env=env)
     results = harness.converse(backend, "diff?", "bad", "long", "stop", "again")
     first = reply(results[0])
@@ -384,7 +377,7 @@ def test_anthropic_service_runs_tools_and_reports_cache_usage(
     assert reply(results[3]).response == "stopped at the sequence"
     assert isinstance(error(results[4]), FatalBackendError)
 
-    body = fake_anthropic.messages_requests()[0].body
+    body = anthropic_fake.messages_requests()[0].body
     assert body["system"] == "You are a careful analyst.\n\nDocument about ACME."
     assert [t["name"] for t in body["tools"]] == ["tools-subtract", "tools-divide", "tools-lookup"]
     assert body["max_tokens"] == 1024
@@ -394,29 +387,29 @@ def test_anthropic_service_runs_tools_and_reports_cache_usage(
         f"{harness.loaded.display_path}: agent.model 'claude-sonnet-4-5' is deprecated; "
         "Anthropic retires it on November 30th, 2026"
     ]
-    second = fake_anthropic.messages_requests()[1].body["messages"]
+    second = anthropic_fake.messages_requests()[1].body["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert {b["type"] for b in second[2]["content"]} == {"tool_result"}
 
 
 def test_anthropic_service_keeps_the_tools_defined_after_max_tool_rounds(
-    harness: Harness, fake_anthropic: fa.FakeAnthropic
+    harness: Harness, anthropic_fake: fa.FakeAnthropic
 ) -> None:
     """A history with tool_use blocks needs tools defined: forbid them with tool_choice none."""
-    fake_anthropic.script(fa.tool_uses(("tools-lookup", {"key": "revenue"})), fa.text("206588"))
+    anthropic_fake.script(fa.tool_uses(("tools-lookup", {"key": "revenue"})), fa.text("206588"))
     agent = (
         AGENT.replace("service: openai", "service: anthropic").replace(
             "gpt-4o-mini", "claude-haiku-4-5"
         )
         + "  max_tool_rounds: 1\n"
     )
-    env = {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": fake_anthropic.url}
+    env = {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": anthropic_fake.url}
     result = reply(harness.converse(harness.backend(agent, env=env), "revenue?")[0])
     assert result.response == "206588"
     assert list(result.warnings) == [
         "reached max_tool_rounds = 1: asked for the final reply without tools"
     ]
-    first, last = (r.body for r in fake_anthropic.messages_requests())
+    first, last = (r.body for r in anthropic_fake.messages_requests())
     assert first["tool_choice"] == {"type": "auto"}
     assert last["tool_choice"] == {"type": "none"}
     assert [t["name"] for t in last["tools"]] == [t["name"] for t in first["tools"]]
@@ -591,17 +584,7 @@ def test_semantic_kernel_log_noise_stays_off_the_console(tmp_path: Path, fake: F
     )
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "multiturn_eval",
-            "run",
-            "suite.yaml",
-            "-o",
-            "out",
-            "--format",
-            "json",
-        ],
+        [*CLI, "run", "suite.yaml", "-o", "out", "--format", "json"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -17,7 +17,7 @@ from multiturn_eval.reports.reader import parse_report
 from multiturn_eval.results import CaseResult, RepeatSummary, Report, TurnPassCount
 from tests.conftest import Project
 from tests.reports_fixtures import case, metric, not_run, report, turn
-from tests.test_action_entrypoint import Runner, github, runner  # noqa: F401  (fixtures)
+from tests.test_action_entrypoint import Runner, Step, github, runner  # noqa: F401  (fixtures)
 
 
 def _turn(i: int, ok: bool, text: str = "q") -> Any:
@@ -490,14 +490,13 @@ def test_fail_on_regressions_through_the_action_entrypoint(
     (runner.workspace / "baseline").mkdir()
     (runner.workspace / "baseline/report.json").write_text(json.dumps(recorded))
 
+    def against(baseline: str, more: dict[str, str] | None = None) -> Step:
+        """The step on the failing suite with ``baseline`` and fail-on: regressions."""
+        inputs = {"suite": "evals/failing.yaml", "baseline": baseline, "fail-on": "regressions"}
+        return runner.run({**inputs, **(more or {})})
+
     # the same two failures as the base branch: no regression, the step passes
-    same = runner.run(
-        {
-            "suite": "evals/failing.yaml",
-            "baseline": "baseline/report.json",
-            "fail-on": "regressions",
-        }
-    )
+    same = against("baseline/report.json")
     assert same.code == 0, same.log
     assert same.outputs["failed"] == "2"
     assert "no regression vs baseline" in same.summary
@@ -509,13 +508,7 @@ def test_fail_on_regressions_through_the_action_entrypoint(
             json.dumps(_all_green(json.loads(json.dumps(recorded)), stamp))
         )
     (runner.workspace / "artifacts/old/report.json").write_text(json.dumps(recorded))
-    worse = runner.run(
-        {
-            "suite": "evals/failing.yaml",
-            "baseline": "artifacts/*/report.json",
-            "fail-on": "regressions",
-        }
-    )
+    worse = against("artifacts/*/report.json")
     assert worse.code == 1, worse.log
     notices = [n.message for n in worse.annotations("notice")]
     assert any("2 reports match; using the newest, artifacts/new/report.json" in n for n in notices)
@@ -528,14 +521,7 @@ def test_fail_on_regressions_through_the_action_entrypoint(
     assert junit.count('message="regressed vs baseline') == 2
 
     # fail-on-failure: false still passes the step
-    lenient = runner.run(
-        {
-            "suite": "evals/failing.yaml",
-            "baseline": "artifacts/new/report.json",
-            "fail-on": "regressions",
-            "fail-on-failure": "false",
-        }
-    )
+    lenient = against("artifacts/new/report.json", {"fail-on-failure": "false"})
     assert lenient.code == 0
 
 

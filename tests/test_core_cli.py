@@ -17,6 +17,7 @@ import pytest
 from multiturn_eval import __version__, cli
 from multiturn_eval.schema import render
 from tests import agents
+from tests.cli_probe import CLI
 from tests.conftest import Project
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -440,17 +441,7 @@ def test_interrupted_run_leaves_a_valid_report_and_exits_3(
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "multiturn_eval",
-            "run",
-            "suite.yaml",
-            "-o",
-            "out",
-            "--format",
-            "json",
-        ],
+        [*CLI, "run", "suite.yaml", "-o", "out", "--format", "json"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -488,17 +479,7 @@ def test_a_stuck_sync_agent_does_not_keep_the_process_alive(tmp_path: Path) -> N
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "multiturn_eval",
-            "run",
-            "suite.yaml",
-            "--turn-timeout",
-            "0.2",
-            "-o",
-            "out",
-        ],
+        [*CLI, "run", "suite.yaml", "--turn-timeout", "0.2", "-o", "out"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,21 +44,17 @@ def factory(context):
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture
-def both(project: Project, fake: FakeAnthropic) -> Project:
-    project.env = {"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake.url}
+def both(project: Project, anthropic_fake: FakeAnthropic) -> Project:
+    project.env = {"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": anthropic_fake.url}
     project.write("model.yaml", ANTHROPIC)
     project.write("mine.yaml", PYTHON)
     project.write("recorder.py", RECORDER)
     return project
 
 
-def test_prints_cases_turns_and_calls_and_calls_nothing(both: Project, fake: FakeAnthropic) -> None:
+def test_prints_cases_turns_and_calls_and_calls_nothing(
+    both: Project, anthropic_fake: FakeAnthropic
+) -> None:
     result = both.run("run", "model.yaml", "mine.yaml", "--dry-run")
     assert result.code == 0, result.err
     lines = result.out.splitlines()
@@ -77,7 +72,7 @@ def test_prints_cases_turns_and_calls_and_calls_nothing(both: Project, fake: Fak
     assert lines[-1] == (
         "total: 5 test cases, 8 turns; calls per backend: anthropic 4-20, python 4"
     )
-    assert fake.requests == []
+    assert anthropic_fake.requests == []
     assert not (both.root / "factory-called.txt").exists()
     assert not (both.root / "out").exists()  # no report, not even the directory
     assert agents.OPENED == []

@@ -9,7 +9,6 @@ model without a price under ``--max-cost``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,14 +18,8 @@ from tests.test_judges import HAIKU, suite, verdict
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture
-def judged(project: Project, fake: FakeAnthropic) -> Project:
-    project.env.update({"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake.url})
+def judged(project: Project, anthropic_fake: FakeAnthropic) -> Project:
+    project.env.update({"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": anthropic_fake.url})
     return project
 
 
@@ -40,42 +33,42 @@ def _verdicts(report: dict[str, object]) -> list[tuple[bool, str | None]]:
 
 
 def test_a_judged_run_regrades_without_a_judge_key_or_call(
-    judged: Project, fake: FakeAnthropic
+    judged: Project, anthropic_fake: FakeAnthropic
 ) -> None:
-    fake.responder = lambda r: verdict(verdict="fail", reason="too curt")
+    anthropic_fake.responder = lambda r: verdict(verdict="fail", reason="too curt")
     judged.write("suite.yaml", suite(cases=2, same_reply=False))
     first = judged.run("run", "suite.yaml")
     assert first.code == 1, first.out + first.err
-    calls = len(fake.messages_requests())
+    calls = len(anthropic_fake.messages_requests())
     assert calls == 2
 
     no_key = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": ""}
     again = judged.run("regrade", "out/report.json", "-o", "re", env=no_key)
     assert again.code == 1, again.out + again.err
-    assert len(fake.messages_requests()) == calls  # no judge called
+    assert len(anthropic_fake.messages_requests()) == calls  # no judge called
     regraded = json.loads((judged.root / "re" / "report.json").read_text())
     assert _verdicts(regraded) == _verdicts(first.report) == [(False, "verdict fail: too curt")] * 2
     assert "0 passed -> failed, 0 failed -> passed" in again.out
     assert "judge_token_usage" not in regraded["summary"]  # nothing was spent on judges
 
-    fake.responder = lambda r: verdict(verdict="pass", reason="fine now")
+    anthropic_fake.responder = lambda r: verdict(verdict="pass", reason="fine now")
     rejudged = judged.run("regrade", "out/report.json", "-o", "rj", "--rejudge")
     assert rejudged.code == 0, rejudged.out + rejudged.err
-    assert len(fake.messages_requests()) == calls + 2
+    assert len(anthropic_fake.messages_requests()) == calls + 2
     report = json.loads((judged.root / "rj" / "report.json").read_text())
     assert _verdicts(report) == [(True, "verdict pass: fine now")] * 2
     assert "0 passed -> failed, 2 failed -> passed" in rejudged.out
 
 
 def test_a_judge_added_since_the_report_is_not_graded_without_rejudge(
-    judged: Project, fake: FakeAnthropic
+    judged: Project, anthropic_fake: FakeAnthropic
 ) -> None:
     judged.write("suite.yaml", suite("{type: standard, metric: contains, value: Hello}"))
     assert judged.run("run", "suite.yaml").code == 0
     judged.write("suite.yaml", suite())  # now a judge, which the report has no verdict of
     again = judged.run("regrade", "out/report.json", "-o", "re")
     assert again.code == 1
-    assert fake.messages_requests() == []
+    assert anthropic_fake.messages_requests() == []
     metric = json.loads((judged.root / "re" / "report.json").read_text())["results"][0]["turns"][0][
         "metric_results"
     ][0]
@@ -83,16 +76,16 @@ def test_a_judge_added_since_the_report_is_not_graded_without_rejudge(
 
 
 def test_judge_usage_sums_over_the_runs_of_a_repeated_case(
-    judged: Project, fake: FakeAnthropic
+    judged: Project, anthropic_fake: FakeAnthropic
 ) -> None:
-    fake.responder = lambda r: verdict(Usage(1000, 100), verdict="pass", reason="ok")
+    anthropic_fake.responder = lambda r: verdict(Usage(1000, 100), verdict="pass", reason="ok")
     judged.write("suite.yaml", suite(replies=("Hi.", "Bye."), same_reply=False))
     result = judged.run("run", "suite.yaml", "--repeat", "3")
     assert result.code == 0, result.out + result.err
     case = result.report["results"][0]
     # identical judge requests are one call within a run, so three runs of the same
     # replies cost two judge calls, counted once (on the run that made them)
-    assert len(fake.messages_requests()) == 2
+    assert len(anthropic_fake.messages_requests()) == 2
     assert case["judge_token_usage"]["total_tokens"] == 2 * 1100
     assert result.report["summary"]["judge_token_usage"]["total_tokens"] == 2 * 1100
     assert sum(run.get("judge_cost_usd", 0) for run in case["runs"]) == pytest.approx(
@@ -113,9 +106,11 @@ def test_an_unpriced_judge_model_with_a_spend_cap_is_a_config_error(judged: Proj
     assert judged.run("run", "suite.yaml", "--max-cost", "1", "--dry-run").code == 0
 
 
-def test_the_judges_count_towards_the_spend_cap(judged: Project, fake: FakeAnthropic) -> None:
+def test_the_judges_count_towards_the_spend_cap(
+    judged: Project, anthropic_fake: FakeAnthropic
+) -> None:
     # Haiku 4.5 at $1 in per million: each judge call of 100,000 input tokens costs $0.10
-    fake.responder = lambda r: verdict(Usage(100_000, 0), verdict="pass", reason="ok")
+    anthropic_fake.responder = lambda r: verdict(Usage(100_000, 0), verdict="pass", reason="ok")
     judged.write("suite.yaml", suite(cases=4, same_reply=False))
     result = judged.run("run", "suite.yaml", "--max-cost", "0.15", "-p", "1")
     assert result.code == 1, result.out + result.err
@@ -126,7 +121,7 @@ def test_the_judges_count_towards_the_spend_cap(judged: Project, fake: FakeAnthr
 
 
 def test_a_dry_run_counts_the_judge_calls_and_calls_nothing(
-    judged: Project, fake: FakeAnthropic
+    judged: Project, anthropic_fake: FakeAnthropic
 ) -> None:
     judged.write("suite.yaml", suite(cases=3, replies=("a", "b")))
     result = judged.run("run", "suite.yaml", "--dry-run", "--repeat", "2")
@@ -134,7 +129,7 @@ def test_a_dry_run_counts_the_judge_calls_and_calls_nothing(
     # 3 cases x 2 turns x 1 judge x 2 runs
     assert "LLM-judge calls: up to 12" in result.out
     assert "LLM-judge calls up to 12" in result.out
-    assert fake.messages_requests() == []
+    assert anthropic_fake.messages_requests() == []
 
 
 CONVERSATION_CHECKED = """\

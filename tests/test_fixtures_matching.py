@@ -252,22 +252,17 @@ def test_openai_system_messages_are_instructions_and_the_path_is_part_of_the_mat
         **chat,
         "messages": [{"role": "system", "content": "Be brief."}, chat["messages"][1]],
     }
-    miss = call(
-        suite_fixtures(tmp_path, "replay").cassette(0),
-        "agent",
-        changed,
-        path="/v1/chat/completions",
-    )
+
+    def replayed(body: Any, path: str) -> Any:
+        """The agent call ``body`` to ``path`` against a fresh replay of the recording."""
+        return call(suite_fixtures(tmp_path, "replay").cassette(0), "agent", body, path=path)
+
+    miss = replayed(changed, "/v1/chat/completions")
     assert miss.change is Change.INSTRUCTIONS
     assert (
         miss.difference.describe() == 'messages[0].content: recorded "Be kind." / now "Be brief."'
     )
-    moved = call(
-        suite_fixtures(tmp_path, "replay").cassette(0),
-        "agent",
-        chat,
-        path="/openai/v1/chat/completions",
-    )
+    moved = replayed(chat, "/openai/v1/chat/completions")
     assert moved.change is Change.PARAMETERS
     assert (
         moved.difference.describe()

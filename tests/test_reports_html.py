@@ -228,32 +228,27 @@ def _driver(profile: Path, javascript: bool = True) -> Any:
     return webdriver.Chrome(service=service, options=options)
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def _browser(tmp_path_factory: pytest.TempPathFactory, javascript: bool) -> Iterator[Any]:
     missing = _browser_missing()
     if missing:
         if os.environ.get("CI") == "true":
             pytest.fail(f"browser tests cannot run in CI: {missing}")
         pytest.skip(missing)
-    driver = _driver(tmp_path_factory.mktemp("chromium-profile"))
+    driver = _driver(tmp_path_factory.mktemp("chromium-profile"), javascript=javascript)
     try:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    yield from _browser(tmp_path_factory, javascript=True)
 
 
 @pytest.fixture(scope="module")
 def browser_no_js(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    missing = _browser_missing()
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"browser tests cannot run in CI: {missing}")
-        pytest.skip(missing)
-    driver = _driver(tmp_path_factory.mktemp("chromium-profile"), javascript=False)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    yield from _browser(tmp_path_factory, javascript=False)
 
 
 def open_report(driver: Any, rep: Report, tmp_path: Path, name: str = "report.html") -> str:

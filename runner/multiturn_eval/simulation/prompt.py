@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
-from ..grading.judges.prompt import PLACEHOLDER, data_block
+from ..grading.judges.prompt import PLACEHOLDER, data_block, placeholders_of
 from ..types import ConversationMessage
 
 PLACEHOLDERS = frozenset({"goal", "persona", "known", "unknown", "transcript"})
@@ -50,13 +50,9 @@ def packaged_template() -> str:
 
 def template_problem(template: str) -> str | None:
     """Why ``template`` cannot be a simulated user's prompt (unknown placeholders...), or None."""
-    names = {m.group(1) for m in PLACEHOLDER.finditer(template)}
-    unknown = sorted(names - PLACEHOLDERS)
-    if unknown:
-        return (
-            f"unknown placeholder {{{{{unknown[0]}}}}}; a simulated user's prompt knows "
-            + ", ".join(f"{{{{{n}}}}}" for n in sorted(PLACEHOLDERS))
-        )
+    names, problem = placeholders_of(template, PLACEHOLDERS, "a simulated user's prompt")
+    if problem:
+        return problem
     for name in REQUIRED:
         if name not in names:
             return f"the prompt has no {{{{{name}}}}} placeholder"

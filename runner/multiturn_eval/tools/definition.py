@@ -279,25 +279,23 @@ class Tool:
 
     # ----------------------------------------------------------------- provider shapes
 
-    def anthropic_schema(self) -> dict[str, Any]:
-        """The Messages API ``tools`` entry."""
+    def _entry(self, schema_key: str) -> dict[str, Any]:
+        """Name, a copy of the parameters' schema under ``schema_key``, and the description."""
         out: dict[str, Any] = {
             "name": self.name,
-            "input_schema": copy.deepcopy(dict(self.parameters)),
+            schema_key: copy.deepcopy(dict(self.parameters)),
         }
         if self.description:
             out["description"] = self.description
         return out
 
+    def anthropic_schema(self) -> dict[str, Any]:
+        """The Messages API ``tools`` entry."""
+        return self._entry("input_schema")
+
     def openai_schema(self) -> dict[str, Any]:
         """The Chat Completions ``tools`` entry."""
-        function: dict[str, Any] = {
-            "name": self.name,
-            "parameters": copy.deepcopy(dict(self.parameters)),
-        }
-        if self.description:
-            function["description"] = self.description
-        return {"type": "function", "function": function}
+        return {"type": "function", "function": self._entry("parameters")}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -58,6 +58,20 @@ VERDICT_FIELDS = {
 }
 
 
+def placeholders_of(
+    template: str, known: frozenset[str], whose: str
+) -> tuple[set[str], str | None]:
+    """The placeholders ``template`` names, and the problem if one is not in ``known``
+    (``whose`` names the kind of prompt in the message), else None."""
+    names = {m.group(1) for m in PLACEHOLDER.finditer(template)}
+    unknown = sorted(names - known)
+    if not unknown:
+        return names, None
+    return names, f"unknown placeholder {{{{{unknown[0]}}}}}; {whose} knows " + ", ".join(
+        f"{{{{{n}}}}}" for n in sorted(known)
+    )
+
+
 @functools.cache
 def packaged_template() -> str:
     """The template shipped in the package (``grading/judges/prompt.md``)."""
@@ -66,12 +80,9 @@ def packaged_template() -> str:
 
 def template_problem(template: str) -> str | None:
     """Why ``template`` cannot be a judge prompt (unknown placeholders, no data), or None."""
-    names = {m.group(1) for m in PLACEHOLDER.finditer(template)}
-    unknown = sorted(names - PLACEHOLDERS)
-    if unknown:
-        return f"unknown placeholder {{{{{unknown[0]}}}}}; a judge prompt knows " + ", ".join(
-            f"{{{{{n}}}}}" for n in sorted(PLACEHOLDERS)
-        )
+    names, problem = placeholders_of(template, PLACEHOLDERS, "a judge prompt")
+    if problem:
+        return problem
     if "rubric" not in names:
         return "the prompt has no {{rubric}} placeholder"
     if not names & {"data", "reply", "transcript"}:
