@@ -50,6 +50,47 @@ def write_suite(path: Path, cases: int, turns: int, factory: str, latency: float
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def write_jsonl_suite(path: Path, cases: int, turns: int, factory: str) -> Path:
+    """The cases of :func:`write_suite` as JSON Lines beside a suite that names them
+    (``test_cases_file:``); returns the JSON Lines file."""
+    import json
+
+    lines = path.with_suffix(".jsonl")
+    path.write_text(
+        "\n".join(
+            [
+                "agent:",
+                "  backend: python",
+                f"  factory: {factory}",
+                "  options: {latency: 0.0}",
+                "evaluations:",
+                "  - {type: standard, metric: numeric, absolute_tolerance: 0.5}",
+                "  - {type: standard, metric: equality, name: exact, strip_whitespace: true}",
+                f"test_cases_file: {lines.name}",
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    turn = [
+        {
+            "input": "",
+            "ground_truth": "25587",
+            "expected_tools": [
+                {"name": "subtract", "args": {"a": {"fuzzy": "206,588"}, "b": 181001}}
+            ],
+        }
+    ]
+    with lines.open("w", encoding="utf-8") as handle:
+        for c in range(cases):
+            case_turns = [
+                {**turn[0], "input": f"what is the difference in year {t}?"} for t in range(turns)
+            ]
+            case = {"name": f"case-{c:04d}", "tags": ["bench"], "turns": case_turns}
+            handle.write(json.dumps(case) + "\n")
+    return lines
+
+
 def child_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime

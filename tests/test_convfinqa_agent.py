@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -141,3 +146,33 @@ def test_sessions_do_not_share_history() -> None:
     first.send("and in 2008?")
     second = session()
     assert not any(ch.isdigit() for ch in second.send("what is the difference?").response)
+
+
+def test_the_whole_dev_split_gets_the_same_verdicts_whatever_the_hash_seed(tmp_path: Path) -> None:
+    """The agent ranks table rows by the words they share with the question, held in sets
+    (whose order follows the per-process str hash): its scores must not depend on that order.
+    Hash seed 1 made one turn of the dev split fail when weights were summed as floats."""
+    repo = Path(__file__).resolve().parents[1]
+    source = "examples/convfinqa/data/convfinqa_dev.json"
+    cases, suite = tmp_path / "dev.jsonl", tmp_path / "suite.yaml"
+    convert = [sys.executable, "examples/convfinqa/convert.py", source, "--jsonl", str(cases)]
+    converted = subprocess.run(
+        [*convert, "-o", str(suite)], cwd=repo, capture_output=True, text=True, check=False
+    )
+    assert converted.returncode == 0, converted.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MULTITURN_EVAL_")}
+    verdicts = []
+    for seed in ("0", "1"):
+        out = tmp_path / f"out-{seed}"
+        done = subprocess.run(
+            [sys.executable, "-m", "multiturn_eval", "run", str(suite), "-q", "-o", str(out)],
+            cwd=repo,
+            env={**env, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 1, done.stderr  # the baseline fails most dialogues
+        results = json.loads((out / "report.json").read_text(encoding="utf-8"))["results"]
+        verdicts.append([[t["passed"] for t in case["turns"]] for case in results])
+    assert len(verdicts[0]) == 421 and verdicts[0] == verdicts[1]

@@ -283,3 +283,78 @@ def test_the_committed_suites_match_the_json_schema_their_first_line_names() -> 
             check=False,
         )
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_jsonl_holds_the_yaml_suites_test_cases_one_per_line(tmp_path: Path) -> None:
+    inline, lines = tmp_path / "inline.yaml", tmp_path / "cases" / "subset.jsonl"
+    assert run_convert(str(SUBSET), "-o", str(inline)).returncode == 0
+    result = run_convert(str(SUBSET), "--jsonl", str(lines), "-o", str(tmp_path / "suite.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().endswith(": 20 test cases, 77 turns")
+    suite = load(tmp_path / "suite.yaml")
+    assert suite["test_cases_file"] == "cases/subset.jsonl" and "test_cases" not in suite
+    assert {k: v for k, v in load(inline).items() if k != "test_cases"} == {
+        k: v for k, v in suite.items() if k != "test_cases_file"
+    }
+    written = [json.loads(text) for text in lines.read_text(encoding="utf-8").splitlines()]
+    assert written == load(inline)["test_cases"]
+    checked = validate(tmp_path / "suite.yaml")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "20 test cases (from " in checked.stdout
+
+
+def test_a_bad_record_leaves_no_jsonl_behind(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    good = records(SUBSET)["Single_MRO/2007/page_134.pdf-1"]
+    bad.write_text(
+        json.dumps({"dev": [good, {"id": "r1", "doc": {"table": {}}}]}), encoding="utf-8"
+    )
+    out = tmp_path / "cases.jsonl"
+    result = run_convert(str(bad), "--jsonl", str(out), "-o", str(tmp_path / "x.yaml"))
+    assert result.returncode == 2 and "record 'r1'" in result.stderr
+    assert list(tmp_path.iterdir()) == [bad]
+
+
+def _verdicts(report: Path) -> list[Any]:
+    """A report's results without what differs between two runs or two files (timings, the
+    suite's path, a case's file and lines)."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: strip(v)
+                for k, v in value.items()
+                if k not in ("suite", "file", "line") and not k.startswith("duration")
+            }
+        return [strip(v) for v in value] if isinstance(value, list) else value
+
+    return [strip(case) for case in json.loads(report.read_text(encoding="utf-8"))["results"]]
+
+
+def test_the_jsonl_suite_gives_the_yaml_suites_verdicts(tmp_path: Path) -> None:
+    """What the docs say of the dev split from JSON Lines, on the committed subset: the same
+    report case for case and turn for turn; only a case's file and line differ."""
+    assert run_convert(str(SUBSET), "-o", str(tmp_path / "inline.yaml")).returncode == 0
+    assert (
+        run_convert(
+            str(SUBSET), "--jsonl", str(tmp_path / "cases.jsonl"), "-o", str(tmp_path / "s.yaml")
+        ).returncode
+        == 0
+    )
+    reports = {}
+    for suite in ("inline.yaml", "s.yaml"):
+        out = tmp_path / f"out-{suite}"
+        done = subprocess.run(
+            [sys.executable, "-m", "multiturn_eval", "run", str(tmp_path / suite), "-qo", str(out)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith("MULTITURN_EVAL_")},
+            check=False,
+        )
+        assert done.returncode == 1, done.stderr  # the baseline fails some dialogues
+        reports[suite] = out / "report.json"
+    inline, from_file = _verdicts(reports["inline.yaml"]), _verdicts(reports["s.yaml"])
+    assert len(inline) == 20 and inline == from_file
+    lines = [c["line"] for c in json.loads(reports["s.yaml"].read_text())["results"]]
+    assert lines == list(range(1, 21))

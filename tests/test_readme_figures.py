@@ -12,6 +12,7 @@ left out: they are measurements of a machine (``bench/``), not outputs.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -132,6 +133,35 @@ def test_the_convfinqa_figures_of_the_committed_subset(
     assert f"answers {100 * answer / len(turns):.1f}% of the example's {len(turns)} turns" in (
         section("convfinqa").replace("\n", " ")
     )
+
+
+def test_the_convfinqa_dev_split_from_json_lines_is_what_the_docs_show(tmp_path: Path) -> None:
+    """The page's commands, run as written (from a directory holding ``examples/``):
+    what they print is the page's output block, timings aside."""
+    text = section("convfinqa").split("## The whole dev split from JSON Lines")[1]
+    commands = text.split("```bash\n")[1].split("```")[0]
+    shown = text.split("```text\n")[1].split("```")[0]
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    bin_dir = str(Path(sys.executable).parent)  # python and multiturn-eval of this environment
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    env = {k: v for k, v in env.items() if not k.startswith("MULTITURN_EVAL_")}
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", commands.replace("python ", f"{sys.executable} ", 1)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    # run exits 1 (the baseline fails most dialogues); pipefail hands that to bash
+    assert done.returncode == 1, done.stdout
+    assert untimed(done.stdout).splitlines() == untimed(shown).splitlines()
+    report = json.loads((tmp_path / "dev" / "report" / "report.json").read_text(encoding="utf-8"))
+    assert len(report["results"]) == 421
+    first = report["results"][0]
+    assert (first["file"], first["line"]) == ("dev/convfinqa_dev.jsonl", 1)
 
 
 # ---------------------------------------------------------------------------- the console

@@ -243,10 +243,12 @@ class BaselineSession:
             words = set(_words(label))
             if not words:
                 continue
-            weight = {w: 0.4 if w in _WEAK else 1.0 for w in words}
+            # weak words count 2/5 of a word; in fifths, so the sums are exact whatever order
+            # the sets iterate in (str hashes, hence set order, change from run to run)
+            weight = {w: 2 if w in _WEAK else 5 for w in words}
             shared = sum(weight[w] for w in words & asked)
             if shared:
-                scored.append((shared / sum(weight.values()), shared, label))
+                scored.append((shared / sum(weight.values()), shared / 5, label))
         scored.sort(key=lambda t: (-t[0], -t[1], len(t[2])))
         return scored
 

@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     python examples/convfinqa/convert.py SOURCE.json [--n N --seed S | --ids ID,ID...]
-        [--agent baseline|claude] [--records-out RECORDS.json] -o OUT.yaml
+        [--agent baseline|claude] [--records-out RECORDS.json] [--jsonl CASES.jsonl] -o OUT.yaml
 
 ``SOURCE.json`` holds records in the processed ConvFinQA shape (see
 ``data/README.md``): ``{"dev": [record, ...]}``, any other single-key mapping
@@ -11,7 +11,11 @@ of a list, or a bare list. Without ``--n``/``--ids`` every record is converted.
 ``--n N --seed S`` takes a seeded random sample of N records (kept in source
 order); ``--ids`` takes the named ones, in the order given.
 ``--records-out`` also writes the chosen records (that is how
-``data/convfinqa_subset.json`` was made).
+``data/convfinqa_subset.json`` was made). ``--jsonl CASES.jsonl`` writes the
+test cases as JSON Lines instead (one test case per line, the same shape as in
+YAML), written one record at a time, and the suite ``OUT.yaml`` takes them with
+``test_cases_file:`` (relative to its directory): the form for a whole split,
+which the runner reads as a stream.
 
 What a record becomes (one test case per dialogue, named by its id):
 
@@ -356,18 +360,42 @@ def convert_record(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_suite(records: Sequence[Mapping[str, Any]], agent: str = "baseline") -> dict[str, Any]:
+def build_suite(
+    records: Sequence[Mapping[str, Any]], agent: str = "baseline", cases_file: str | None = None
+) -> dict[str, Any]:
+    """The suite; its test cases inline, or (``cases_file``) taken from that JSON Lines file."""
     preset = AGENTS[agent]
     agent_block = dict(preset["agent"])
     agent_block["instructions"] = INSTRUCTIONS
     agent_block["tools"] = [{"function": f"{PACKAGE}.tools:{name}"} for name in TOOL_NAMES]
-    return {
+    suite: dict[str, Any] = {
         "name": preset["name"],
         "agent": agent_block,
         "evaluations": [dict(ANSWER_NUMERIC), dict(PROGRAM_CHECK)],
         "execution": {"parallel_test_cases": 4},
-        "test_cases": [convert_record(r) for r in records],
     }
+    if cases_file is None:
+        suite["test_cases"] = [convert_record(r) for r in records]
+    else:
+        suite["test_cases_file"] = cases_file
+    return suite
+
+
+def write_jsonl(records: Sequence[Mapping[str, Any]], path: Path) -> int:
+    """Each record's test case as one line of JSON (the shape YAML gets); the turns written."""
+    turns = 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".part")  # a record that fails leaves no half file
+    try:
+        with partial.open("w", encoding="utf-8", newline="\n") as handle:
+            for record in records:  # one at a time: a whole split is never one document
+                case = convert_record(record)
+                turns += len(case["turns"])
+                handle.write(json.dumps(case, ensure_ascii=False, separators=(",", ":")) + "\n")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return turns
 
 
 # ---------------------------------------------------------------------------- YAML
@@ -440,15 +468,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="baseline: the offline python agent (default); claude: the anthropic backend",
     )
     parser.add_argument("--records-out", type=Path, help="also write the chosen records as JSON")
+    parser.add_argument(
+        "--jsonl",
+        type=Path,
+        metavar="CASES.jsonl",
+        help="write the test cases to this JSON Lines file (one per line) and a suite that "
+        "reads it with test_cases_file:",
+    )
     args = parser.parse_args(args_list)
     if args.ids and (args.n is not None or args.seed is not None):
         parser.error("give either --ids or --n/--seed, not both")
     if args.seed is not None and args.n is None:
         parser.error("--seed needs --n")
     ids = [i.strip() for i in args.ids.split(",") if i.strip()] if args.ids else None
+    cases_file = None
+    if args.jsonl is not None:  # as the suite names it: relative to the suite's directory
+        cases_file = os.path.relpath(args.jsonl.resolve(), args.output.resolve().parent)
+        cases_file = cases_file.replace(os.sep, "/")
     try:
         records = select(load_records(args.source), args.n, args.seed or 0, ids)
-        suite = build_suite(records, args.agent)
+        suite = build_suite(records, args.agent, cases_file)
+        turns = (
+            write_jsonl(records, args.jsonl)
+            if args.jsonl is not None
+            else sum(len(case["turns"]) for case in suite["test_cases"])
+        )
     except ConvertError as exc:
         print(f"convert.py: error: {exc}", file=sys.stderr)
         return 2
@@ -461,8 +505,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.records_out.write_text(
             json.dumps({"dev": records}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
         )
-    turns = sum(len(case["turns"]) for case in suite["test_cases"])
-    print(f"wrote {args.output}: {len(records)} test cases, {turns} turns", file=sys.stderr)
+    written = f"{args.output} and {args.jsonl}" if args.jsonl is not None else f"{args.output}"
+    print(f"wrote {written}: {len(records)} test cases, {turns} turns", file=sys.stderr)
     return 0
 
 

@@ -43,7 +43,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .errors import BackendError, FatalBackendError, MultiturnEvalError, SessionError
+from .errors import (
+    BackendError,
+    CaseReadError,
+    FatalBackendError,
+    MultiturnEvalError,
+    SessionError,
+)
 from .grading.conversation import conversation_turns, evaluate_conversation
 from .grading.evaluators import evaluate_standard, run_code_grader
 from .grading.matchers import RegexBudget
@@ -53,6 +59,7 @@ from .replies import checked_reply
 from .results import (
     CaseResult,
     MetricResult,
+    Outcome,
     Simulation,
     Source,
     TurnResult,
@@ -125,8 +132,10 @@ def effective_instructions(loaded: LoadedSuite, case: TestCase) -> str | None:
     return "\n\n".join(parts) if parts else None
 
 
-def case_context(loaded: LoadedSuite, index: int) -> CaseContext:
-    case = loaded.suite.test_cases[index]
+def case_context(loaded: LoadedSuite, index: int, case: TestCase | None = None) -> CaseContext:
+    """What the agent's factory and the tools get for test case ``index`` (``case``: the
+    case itself when the caller has it, else it is read from ``loaded.cases``)."""
+    case = case if case is not None else loaded.cases.materialize(index)
     return CaseContext(
         test_case_name=loaded.case_name(index),
         agent=read_only(loaded.agent_mapping),
@@ -157,7 +166,7 @@ def unanswered_turn(
     loaded: LoadedSuite, case_index: int, turn_index: int, turn: Turn, **fields: Any
 ) -> TurnResult:
     """A failed turn that got no reply (an error, a skip, a case never run)."""
-    if "source" not in fields and loaded.suite.test_cases[case_index].user is not None:
+    if "source" not in fields and case_index in loaded.simulations:
         fields["source"] = "scripted"  # a simulated case's scripted turn
     return TurnResult(
         turn_index=turn_index,
@@ -200,7 +209,7 @@ class CaseRunner:
         self.index = index
         self.run_index = run_index
         """Which run of the test case this is (``--repeat``: 0..K-1; a simulated user's seed)."""
-        self.case = loaded.suite.test_cases[index]
+        self.case = loaded.cases.materialize(index)  # CaseReadError: see unreadable_result
         self.backend = backend
         self.turn_timeout = turn_timeout
         self.session_timeout, self.grader_timeout = _step_timeouts(loaded, settings)
@@ -296,7 +305,7 @@ class CaseRunner:
         return None
 
     async def _run(self, started: float) -> CaseResult:
-        ctx = case_context(self.loaded, self.index)
+        ctx = case_context(self.loaded, self.index, self.case)
         session: Session | None = None
         try:
             try:
@@ -778,6 +787,7 @@ class CaseRunner:
             self.loaded,
             self.index,
             self.results,
+            case=self.case,
             errors=self.case_errors,
             warnings=self.warnings,
             duration_ms=(time.perf_counter() - started) * 1000,
@@ -798,6 +808,7 @@ def build_case_result(
     index: int,
     turns: Sequence[TurnResult],
     *,
+    case: TestCase | None = None,
     errors: Sequence[str] = (),
     warnings: Sequence[str] = (),
     duration_ms: float = 0.0,
@@ -818,7 +829,7 @@ def build_case_result(
     failed conversation check makes the outcome ``failed`` (a failed check
     outranks an infrastructure error, as for turns).
     """
-    case = loaded.suite.test_cases[index]
+    case = case if case is not None else loaded.cases.materialize(index)
     agent = loaded.suite.agent
     turns = list(turns)
     conversation = list(conversation_metrics)
@@ -829,6 +840,7 @@ def build_case_result(
         "suite": loaded.display_path,
         "suite_name": loaded.name,
         "line": loaded.case_line(index),
+        "file": loaded.cases.file_of(index),
         "tags": list(case.tags),
         "backend": agent.backend,
         "model": agent.model,
@@ -870,10 +882,48 @@ def build_case_result(
     )
 
 
-def not_run_result(loaded: LoadedSuite, index: int, reason: str) -> CaseResult:
+def not_run_result(
+    loaded: LoadedSuite, index: int, reason: str, *, prefix: str = "not run: "
+) -> CaseResult:
     """A test case that was never started (interrupted run, stopped run): every turn skipped."""
+    try:
+        case = loaded.cases.materialize(index)
+    except CaseReadError as exc:
+        return unreadable_result(loaded, index, f"{prefix}{reason}; {exc}", skipped=True)
     turns = [
         unanswered_turn(loaded, index, i, turn, skipped=True)
-        for i, turn in enumerate(loaded.suite.test_cases[index].effective_turns())
+        for i, turn in enumerate(case.effective_turns())
     ]
-    return build_case_result(loaded, index, turns, errors=[f"not run: {reason}"], skipped=True)
+    return build_case_result(
+        loaded, index, turns, case=case, errors=[f"{prefix}{reason}"], skipped=True
+    )
+
+
+def unreadable_result(
+    loaded: LoadedSuite, index: int, error: str, *, skipped: bool = False
+) -> CaseResult:
+    """A case of a ``test_cases_file`` whose line could not be read back to run it.
+
+    Its index entry still names it (name, tags, line); its turns are unknown, so the
+    result has none. It fails (or, never started anyway, is skipped) with ``error``;
+    the other cases run.
+    """
+    entry = loaded.cases.entry(index)
+    agent = loaded.suite.agent
+    outcome: Outcome = "skipped" if skipped else "error"
+    return CaseResult(
+        index=index,
+        name=entry.name,
+        suite=loaded.display_path,
+        suite_name=loaded.name,
+        line=entry.line,
+        file=entry.file,
+        tags=list(entry.tags),
+        backend=agent.backend,
+        model=agent.model,
+        passed=False,
+        skipped=skipped,
+        outcome=outcome,
+        errors=[error],
+        turns=[],
+    )

@@ -374,9 +374,20 @@ def cmd_validate(
     for s in suites:
         for warning in s.warnings:
             out.write(f"warning: {warning}\n")
-        n = len(s.suite.test_cases)
-        turns = sum(len(c.effective_turns()) for c in s.suite.test_cases)
-        out.write(f"ok: {s.display_path}: {n} test case{'s' if n != 1 else ''}, {turns} turns\n")
+        n = len(s.cases)
+        turns = sum(entry.turns for entry in s.cases)
+        source = s.cases.file
+        written = s.cases.inline_count
+        from_file = (
+            ""
+            if source is None
+            else f" (from {source.shown})"
+            if not written
+            else f" ({n - written} from {source.shown})"
+        )
+        out.write(
+            f"ok: {s.display_path}: {n} test case{'s' if n != 1 else ''}{from_file}, {turns} turns\n"
+        )
     return EXIT_OK
 
 

@@ -112,37 +112,23 @@ def suite_plan(planned: PlannedSuite, fixtures: SuiteFixtures | None = None) -> 
     from .pricing import agent_provider, judge_provider, price_for
     from .simulation import step_bound
     from .spend import PRICED_BACKENDS
-    from .suite import JudgeEvaluation, Turn
 
     loaded = planned.loaded
     agent = loaded.suite.agent
     repeat = max(1, planned.settings.repeat)
-    turns = sum(loaded.suite.test_cases[i].turn_bound for i in planned.indices)
+    cases = loaded.cases  # the index and the simulations: no test case is read
+    turns = sum(cases.turn_bound(i) for i in planned.indices)
     calls = turns * repeat
-    scripted_calls = (
-        sum(len(loaded.suite.test_cases[i].effective_turns()) for i in planned.indices) * repeat
-    )
-    judge_calls = user_calls = fidelity_calls = simulated = 0
+    scripted_calls = sum(cases.turns(i) for i in planned.indices) * repeat
+    judge_calls = sum(cases.entry(i).judge_calls for i in planned.indices)
+    user_calls = fidelity_calls = simulated = 0
     user_bound: float | None = 0.0
     for i in planned.indices:
-        case = loaded.suite.test_cases[i]
-        for turn in case.effective_turns():
-            evaluations = loaded.evaluations_for(case, turn)
-            judge_calls += sum(1 for e in evaluations if isinstance(e, JudgeEvaluation))
-        judge_calls += sum(
-            1 for e in case.conversation_evaluations or [] if isinstance(e, JudgeEvaluation)
-        )
         plan = loaded.simulations.get(i)
-        if case.user is None or plan is None:
+        if plan is None:
             continue
         simulated += 1
-        steps = step_bound(case.user)
-        judged = sum(  # the case's evaluations on every simulated turn (the opening included)
-            1
-            for e in loaded.evaluations_for(case, Turn(input=""))
-            if isinstance(e, JudgeEvaluation) and e.use_ground_truth is not True
-        )
-        judge_calls += judged * case.user.max_turns
+        steps = step_bound(plan.user)
         if plan.fidelity:
             fidelity_calls += steps
         if plan.simulator.backend == "python":
@@ -211,14 +197,17 @@ def _no_bound(backend: str, model: str | None, priced: bool, max_tokens: int | N
 
 def _case_line(planned: PlannedSuite, index: int) -> str:
     loaded = planned.loaded
-    case = loaded.suite.test_cases[index]
-    line = loaded.case_line(index)
-    where = f" (line {line})" if line else ""
-    tags = f", tags: {', '.join(case.tags)}" if case.tags else ""
-    turns = _plural(len(case.effective_turns()), "turn")
-    if case.user is not None:
-        turns = f"{turns} + up to {_plural(case.user.max_turns, 'simulated message')}"
-    return f"{loaded.case_name(index)}{where}: {turns}{tags}"
+    entry = loaded.cases.entry(index)
+    if entry.file is not None:  # a case of the test_cases_file: its file and line
+        where = f" ({entry.file}:{entry.line})"
+    else:
+        where = f" (line {entry.line})" if entry.line else ""
+    tags = f", tags: {', '.join(entry.tags)}" if entry.tags else ""
+    turns = _plural(entry.turns, "turn")
+    plan = loaded.simulations.get(index)
+    if plan is not None:
+        turns = f"{turns} + up to {_plural(plan.user.max_turns, 'simulated message')}"
+    return f"{entry.name}{where}: {turns}{tags}"
 
 
 def _plural(n: int, word: str) -> str:

@@ -18,6 +18,9 @@
     │   └── NotRegradable               regrade: the report holds no reply for this turn
     │                                   (raised by ``backends.replay``, a turn error)
     ├── TurnTimeout                     a turn ran past ``turn_timeout``
+    ├── CaseReadError                   a test case of a ``test_cases_file`` could not be read
+    │                                   again when it was about to run (the file changed or
+    │                                   went away since loading): that case's error
     ├── FatalRunError                   carries a case's result out of the case runner when
     │                                   the whole run must stop (after a FatalBackendError;
     │                                   ``case_runner``, beside the result it carries)
@@ -170,6 +173,12 @@ class FixtureRefused(MultiturnEvalError):
 
 class TurnTimeout(MultiturnEvalError):
     """A turn did not complete within ``turn_timeout`` seconds."""
+
+
+class CaseReadError(MultiturnEvalError):
+    """A test case of a ``test_cases_file`` that could not be read again when it was
+    about to run: the file changed or went away since the suite was loaded. The case
+    fails with this message; the others run."""
 
 
 class YamlSyntaxError(MultiturnEvalError):

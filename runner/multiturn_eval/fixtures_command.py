@@ -44,7 +44,7 @@ def case_models(loaded: LoadedSuite, index: int) -> dict[str, set[str]]:
     from .suite import JudgeEvaluation
 
     suite = loaded.suite
-    case = suite.test_cases[index]
+    case = loaded.cases.materialize(index)
     models: dict[str, set[str]] = {}
     if suite.agent.backend in PRICED_BACKENDS and suite.agent.model:
         models["agent"] = {suite.agent.model}
@@ -91,7 +91,7 @@ def cmd_fixtures_check(
             {"fixtures_dir": fixtures_dir, "repeat": repeat}, environment, loaded.suite.execution
         )
         root = fixtures_root(settings, loaded.base_dir, start)
-        names = [loaded.case_name(i) for i in range(len(loaded.suite.test_cases))]
+        names = list(loaded.cases.names())
         cases = [
             ExpectedCase(name, slug, max(1, settings.repeat), case_models(loaded, i))
             for i, (name, slug) in enumerate(zip(names, case_slugs(names), strict=True))

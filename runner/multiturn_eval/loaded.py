@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .case_source import CaseSource
 from .settings import RunSettings
 from .suite import CodeEvaluation, Evaluation, RetryConfig, Suite, TestCase, Turn
 from .suite.users import DEFAULT_MAX_TOKENS, SimulatorBackend, UserConfig
-from .yaml_source import YamlDocument
+from .yaml_source import YamlDocument, format_path
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,10 @@ class LoadedSuite:
     judge_endpoints: set[tuple[str, str | None, str, str | None]] = field(default_factory=set)
     """(backend, base_url, api_key, api_version) of every judge the suite calls: their
     clients are built before the run (as the agent backends' are)."""
-    judge_models: dict[tuple[str, str], tuple[str | int, ...]] = field(default_factory=dict)
+    judge_models: dict[tuple[str, str], tuple[str, int | None, str]] = field(default_factory=dict)
     """Every (judge model, provider whose prices apply) the suite calls -> where it is first
-    used (``--max-cost`` needs their prices, :func:`multiturn_eval.spend.price_issues`)."""
+    used: (file, line, field path) (``--max-cost`` needs their prices,
+    :func:`multiturn_eval.spend.price_issues`)."""
     json_schemas: dict[str, Any] = field(default_factory=dict)
     """``schema_file`` (as written) -> the JSON Schema read from it at load"""
     schema_validators: dict[int, Any] = field(default_factory=dict, repr=False)
@@ -99,8 +101,13 @@ class LoadedSuite:
     (:func:`multiturn_eval.grading.response_checks.suite_validator`)."""
     given_dir: Path = Path()
     """The suite's directory as the command line gave it (relative paths stay relative)."""
+    cases: CaseSource = field(default_factory=CaseSource)
+    """Every test case of the suite -- those written in it, then its ``test_cases_file``'s:
+    the index, and each case in full on demand (:mod:`multiturn_eval.case_source`). The one
+    way to a loaded suite's test cases: ``suite.test_cases`` holds only the written ones."""
     simulations: dict[int, CaseSimulation] = field(default_factory=dict)
-    """test-case index -> its simulated user, resolved at load (cases with ``user:``)."""
+    """test-case index -> its simulated user, resolved at load (cases with ``user:``, those
+    of the ``test_cases_file`` too)."""
 
     @property
     def name(self) -> str:
@@ -124,13 +131,29 @@ class LoadedSuite:
         )
 
     def case_name(self, index: int) -> str:
-        return self.suite.test_cases[index].name or f"test_case_{index}"
+        return self.cases.name(index)
 
     def case_line(self, index: int) -> int | None:
-        return self.document.line_of(("test_cases", index))
+        """The case's line: in the suite file, or in the ``test_cases_file`` it comes from."""
+        return self.cases.line(index)
+
+    def case_file(self, index: int) -> str:
+        """The file the case is written in, as shown: the suite's, or its ``test_cases_file``."""
+        return self.cases.file_of(index) or self.display_path
+
+    def located(self, path: tuple[str | int, ...]) -> tuple[str, int | None, str]:
+        """(file, line, field) of a field of the suite: inside a case of the
+        ``test_cases_file``, that case's line of it."""
+        index = path[1] if len(path) >= 2 and path[0] == "test_cases" else None
+        if isinstance(index, int) and self.cases.in_file(index):
+            return self.case_file(index), self.cases.line(index), format_path(path)
+        return self.display_path, self.document.line_of(path), format_path(path)
 
     def turn_line(self, case_index: int, turn_index: int) -> int | None:
-        case = self.suite.test_cases[case_index]
+        """The turn's line (a case of the ``test_cases_file`` is one line: that line)."""
+        if self.cases.in_file(case_index):
+            return self.cases.line(case_index)
+        case = self.cases.materialize(case_index)  # written in the suite: at hand
         if case.is_legacy:
             return self.document.line_of(("test_cases", case_index, "input"))
         if case.user is not None and turn_index >= len(case.turns or ()):

@@ -26,7 +26,9 @@ Where a problem is and how it is worded: :mod:`.locate`; how files are read
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
+import importlib.util
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -35,15 +37,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import ConfigError, ConfigIssue, JudgeConfigProblem, YamlSyntaxError
+from .case_source import CasesFile, CaseSource, TurnFileUse
+from .errors import CaseReadError, ConfigError, ConfigIssue, JudgeConfigProblem, YamlSyntaxError
 from .grading.evaluators import parse_ground_truth_number
 from .grading.judges.prompt import template_problem
 from .grading.judges.service import PACKAGES, merge_levels, resolve
 from .imports import add_import_paths, one_argument_problem, resolve_callable
+from .jsonl_source import RawLine, parse_line, read_lines
 from .loaded import LoadedSuite
-from .locate import Locator, validation_issues
+from .locate import CaseLineLocator, Locator, validation_issues
 from .pricing import judge_provider
-from .reading import FILE_KINDS, file_problem, read_text
+from .reading import FILE_KINDS, file_problem, open_binary, read_text
 from .secrets import is_secret_name, is_secret_value
 from .settings import fixtures_mode
 from .simulation.record import USER_GOAL
@@ -54,6 +58,7 @@ from .suite import (
     JudgeEvaluation,
     StandardEvaluation,
     Suite,
+    TestCase,
 )
 from .tools import tool_definition_issues
 from .yaml_source import Path_, format_path, parse_yaml
@@ -229,6 +234,10 @@ def load_suite(
     ``fixtures``: the ``--fixtures`` mode given on the command line; when the suite's mode
     (by the settings' precedence) is ``replay`` or ``update``, a judge's API key may be
     missing (a replayed call needs none; an update without one says so on its misses).
+
+    The test cases of a ``test_cases_file`` are read line by line and checked
+    as they are read (:func:`_read_cases_file`); the loaded suite keeps an
+    index of them (:mod:`.case_source`), not their models.
     """
     shown = display_path(path)
     text = _read(path, shown)
@@ -238,6 +247,7 @@ def load_suite(
         raise ConfigError(
             ConfigIssue(f"YAML syntax error: {exc}", file=shown, line=exc.line)
         ) from None
+    del text
     locator = Locator(shown, doc)
     if not isinstance(doc.data, dict):
         kind = "empty" if doc.data is None else f"a {type(doc.data).__name__}"
@@ -263,6 +273,7 @@ def load_suite(
         suite = Suite.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(validation_issues(exc, data, locator)) from None
+    del data
     loaded = LoadedSuite(
         path=path.absolute(),  # a turn's files are read later, whatever the cwd is by then
         given_dir=path.parent,
@@ -273,137 +284,210 @@ def load_suite(
         secrets=secrets,
     )
     add_import_paths([path.parent, Path.cwd()])
-    issues.extend(_resolve(loaded, locator))
-    issues.extend(
-        _check_simulations(loaded, locator, env, simulator_called=agent_called, keyless=keyless)
-    )
+    checks = _Checks(loaded, env, judges_called, agent_called, keyless=keyless)
+    checks.suite(locator)
     if agent_called:  # regrade starts no server
-        issues.extend(_check_mcp_servers(loaded, locator, env))
-    if not issues:
-        issues.extend(
-            _check_judges(loaded, locator, env, judges_called, agent_called, keyless=keyless)
+        checks.issues.extend(_check_mcp_servers(loaded, locator, env))
+    cases = loaded.cases = CaseSource(suite.test_cases)
+    for i, case in enumerate(suite.test_cases):
+        judge_calls = checks.case(case, i, locator)
+        cases.add(
+            case.name,
+            case.tags,
+            len(case.effective_turns()),
+            doc.line_of(("test_cases", i)),
+            judge_calls,
+            max_turns=case.user.max_turns if case.user is not None else 0,
         )
-    if issues:
-        raise ConfigError(issues)
+    if suite.test_cases_file is not None:
+        _read_cases_file(loaded, suite.test_cases_file, checks, locator, env, unused)
+    _warn_duplicates(loaded)
+    found = checks.problems()
+    if found:
+        raise ConfigError(found)
     return loaded
 
 
-def _check_simulations(
-    loaded: LoadedSuite,
-    locator: Locator,
-    env: Mapping[str, str],
-    *,
-    simulator_called: bool,
-    keyless: bool = False,
-) -> list[ConfigIssue]:
-    """Every simulated test case (``user:``): its simulator merged and resolved, its factory
-    imported or its ``prompt_file`` read, its fidelity judge (:func:`~.simulation.check_case`).
+def _warn_duplicates(loaded: LoadedSuite) -> None:
+    """One warning per test-case name used again (results are told apart by position)."""
+    first: dict[str, int] = {}
+    more = 0
+    for i, name in enumerate(loaded.cases.names()):
+        earlier = first.setdefault(name, i)
+        if earlier == i:
+            continue
+        if more < MAX_DUPLICATE_WARNINGS:
+            file = loaded.cases.file_of(i) or loaded.display_path
+            loaded.warnings.append(
+                f"{file}:{loaded.case_line(i)} test_cases[{i}]: duplicate test-case name "
+                f"'{name}' (also test_cases[{earlier}]); results are told apart by position"
+            )
+        more += 1
+    if more > MAX_DUPLICATE_WARNINGS:
+        loaded.warnings.append(
+            f"{loaded.display_path}: {more - MAX_DUPLICATE_WARNINGS:,} more test cases reuse a "
+            f"name (the first {MAX_DUPLICATE_WARNINGS} are listed above)"
+        )
 
-    ``simulator_called=False`` (regrade replays the recorded conversation): no API key is
-    needed, and the fidelity judge is checked with the other judges only under ``--rejudge``.
-    ``keyless`` (fixtures replay and update): the fixtures answer the simulator's and the
-    fidelity judge's calls, so a missing API key is not a problem.
+
+MAX_DUPLICATE_WARNINGS = 20
+"""Duplicate test-case names warned about one by one (then counted)."""
+MAX_FILE_ISSUES = 50
+"""Problems of a ``test_cases_file`` listed one by one; the rest are counted."""
+
+
+class _Issues:
+    """The problems found so far, those of the ``test_cases_file`` at most :data:`MAX_FILE_ISSUES`."""
+
+    def __init__(self) -> None:
+        self.items: list[ConfigIssue] = []
+        self.capped: str | None = None
+        """The file whose problems are bounded (the test_cases_file, once it is read)."""
+        self.in_file = 0
+        self.more = 0
+
+    def append(self, issue: ConfigIssue) -> None:
+        if self.capped is not None and issue.file == self.capped:
+            self.in_file += 1
+            if self.in_file > MAX_FILE_ISSUES:
+                self.more += 1
+                return
+        self.items.append(issue)
+
+    def extend(self, issues: Iterable[ConfigIssue]) -> None:
+        for issue in issues:
+            self.append(issue)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def done(self) -> list[ConfigIssue]:
+        if not self.more:
+            return self.items
+        return [
+            *self.items,
+            ConfigIssue(
+                f"{self.more:,} more problems in this file (the first {MAX_FILE_ISSUES} are "
+                "listed above)",
+                file=self.capped,
+            ),
+        ]
+
+
+class _Checks:
+    """Every check of a suite that needs the file system, an import or the environment.
+
+    Made once per suite; :meth:`suite` checks the suite-level fields, :meth:`case`
+    one test case at a time (a case of the ``test_cases_file`` is checked as its
+    line is read, then dropped), keeping across cases only what later cases need:
+    the graders imported, the judge files read, the judges already checked.
+
+    The judges are checked as the cases go, but their problems are reported only
+    when nothing else is wrong (a judge block is checked once the rest resolves).
     """
-    from .simulation import check_case
 
-    suite = loaded.suite
-    issues: list[ConfigIssue] = []
-    said: set[tuple[Path_, str]] = set()
-    for i, case in enumerate(suite.test_cases):
-        if case.user is None:
-            continue
-        plan, problems = check_case(
-            case.user,
-            suite.user_simulator,
-            case_path=("test_cases", i),
-            has_turns=case.turns is not None,
-            has_input=case.input is not None,
-            base_dir=loaded.base_dir,
-            env=env,
-            suite_judge=suite.judge,
-            case_judge=case.judge,
-            simulator_called=simulator_called,
-            keyless=keyless,
-        )
-        for problem in problems:  # a problem of user_simulator: is said once, not per case
-            if (problem.path, problem.message) not in said:
-                said.add((problem.path, problem.message))
-                issues.append(locator.issue(problem.path, problem.message))
-        if plan is None:
-            continue
-        loaded.simulations[i] = plan
-        key = plan.simulator.api_key
-        if key is not None and is_secret_value(key):  # a key written into the suite too
-            loaded.secrets.add(key)
-    return issues
+    def __init__(
+        self,
+        loaded: LoadedSuite,
+        env: Mapping[str, str],
+        judges_called: bool,
+        agent_called: bool = True,
+        *,
+        keyless: bool = False,
+    ) -> None:
+        self.loaded = loaded
+        self.env = env
+        self.judges_called = judges_called
+        self.agent_called = agent_called
+        """False: a regrade (no simulated user is called: the recorded one is replayed)."""
+        self.keyless = keyless
+        """Fixtures replay or update: the fixtures answer the simulator's and the judges'
+        calls, so a missing API key is not a problem."""
+        self._simulation_said: set[tuple[Path_, str]] = set()
+        self.issues = _Issues()
+        self.judge_issues = _Issues()
+        self._judge_seen: set[tuple[Path_, str]] = set()
+        self._judges_done: set[tuple[Any, ...]] = set()
+        self._packages: dict[str, bool] = {}
+        self._keys_missing: set[str] = set()
 
+    def problems(self) -> list[ConfigIssue]:
+        return self.issues.done() or self.judge_issues.done()
 
-def _resolve(loaded: LoadedSuite, locator: Locator) -> list[ConfigIssue]:
-    suite, base = loaded.suite, loaded.base_dir
-    issues: list[ConfigIssue] = []
-    agent = suite.agent
-    if agent.instructions_file is not None:
-        target = base / agent.instructions_file
-        try:
-            loaded.instructions = read_text(target)
-        except ValueError as exc:
-            issues.append(
-                locator.issue(
-                    ("agent", "instructions_file"),
-                    f"{exc}: {loaded.shown(agent.instructions_file)}",
+    # ---------------------------------------------------------------------- suite
+
+    def suite(self, locator: Locator) -> None:
+        loaded, issues = self.loaded, self.issues
+        agent, base = loaded.suite.agent, loaded.base_dir
+        if agent.instructions_file is not None:
+            target = base / agent.instructions_file
+            try:
+                loaded.instructions = read_text(target)
+            except ValueError as exc:
+                issues.append(
+                    locator.issue(
+                        ("agent", "instructions_file"),
+                        f"{exc}: {loaded.shown(agent.instructions_file)}",
+                    )
                 )
+        for i, tool in enumerate(agent.tools):
+            try:
+                loaded.tools.append(resolve_callable(tool.function))
+            except ValueError as exc:
+                issues.append(locator.issue(("agent", "tools", i, "function"), str(exc)))
+        if len(loaded.tools) == len(agent.tools):  # all imported: check them as tools (tools.py)
+            issues.extend(
+                locator.issue(p, m) for p, m in tool_definition_issues(agent.tools, loaded.tools)
             )
-    for i, tool in enumerate(agent.tools):
-        try:
-            loaded.tools.append(resolve_callable(tool.function))
-        except ValueError as exc:
-            issues.append(locator.issue(("agent", "tools", i, "function"), str(exc)))
-    if len(loaded.tools) == len(agent.tools):  # all imported: check them as tools (tools.py)
-        issues.extend(
-            locator.issue(p, m) for p, m in tool_definition_issues(agent.tools, loaded.tools)
-        )
-    factory = getattr(agent, "factory", None)
-    if factory is not None:
-        try:
-            loaded.factory = resolve_callable(factory)
-        except ValueError as exc:
-            issues.append(locator.issue(("agent", "factory"), str(exc)))
-        else:
-            problem = one_argument_problem(
-                loaded.factory,
-                "the factory is called with one argument, the test case's CaseContext",
-            )
-            if problem is not None:
-                issues.append(locator.issue(("agent", "factory"), problem))
+        factory = getattr(agent, "factory", None)
+        if factory is not None:
+            try:
+                loaded.factory = resolve_callable(factory)
+            except ValueError as exc:
+                issues.append(locator.issue(("agent", "factory"), str(exc)))
+            else:
+                problem = one_argument_problem(
+                    loaded.factory,
+                    "the factory is called with one argument, the test case's CaseContext",
+                )
+                if problem is not None:
+                    issues.append(locator.issue(("agent", "factory"), problem))
+        self._evaluations(loaded.suite.evaluations, ("evaluations",), locator)
 
-    judge_files: dict[str, str] = {}
-
-    def read_judge_file(name: str, path: Path_, template: bool) -> None:
-        if name in judge_files:
+    def _judge_file(self, name: str, path: Path_, template: bool, locator: Locator) -> None:
+        loaded = self.loaded
+        if name in loaded.judge_files:
             return
-        target, shown = base / name, loaded.shown(name)
+        target, shown = loaded.base_dir / name, loaded.shown(name)
         try:
             text = read_text(target)
         except ValueError as exc:
-            issues.append(locator.issue(path, f"{exc}: {shown}"))
+            self.issues.append(locator.issue(path, f"{exc}: {shown}"))
             return
         if template:
             problem = template_problem(text)
             if problem is not None:
-                issues.append(locator.issue(path, f"{problem}: {shown}"))
+                self.issues.append(locator.issue(path, f"{problem}: {shown}"))
                 return
         elif not text.strip():
-            issues.append(locator.issue(path, f"the rubric file is empty: {shown}"))
+            self.issues.append(locator.issue(path, f"the rubric file is empty: {shown}"))
             return
-        judge_files[name] = text
+        loaded.judge_files[name] = text
 
-    def check_evaluations(evaluations: Iterable[Evaluation] | None, path: Path_) -> None:
+    def _evaluations(
+        self, evaluations: Iterable[Evaluation] | None, path: Path_, locator: Locator
+    ) -> None:
+        loaded, issues = self.loaded, self.issues
         for j, evaluation in enumerate(evaluations or []):
             if isinstance(evaluation, JudgeEvaluation):
                 if evaluation.rubric_file is not None:
-                    read_judge_file(evaluation.rubric_file, (*path, j, "rubric_file"), False)
+                    self._judge_file(
+                        evaluation.rubric_file, (*path, j, "rubric_file"), False, locator
+                    )
                 if evaluation.prompt_file is not None:
-                    read_judge_file(evaluation.prompt_file, (*path, j, "prompt_file"), True)
+                    self._judge_file(
+                        evaluation.prompt_file, (*path, j, "prompt_file"), True, locator
+                    )
             if (
                 isinstance(evaluation, StandardEvaluation)
                 and evaluation.schema_file is not None
@@ -428,31 +512,40 @@ def _resolve(loaded: LoadedSuite, locator: Locator) -> list[ConfigIssue]:
                     continue
                 loaded.graders[evaluation.grader] = grader
 
-    check_evaluations(suite.evaluations, ("evaluations",))
-    names: dict[str, int] = {}
-    for i, case in enumerate(suite.test_cases):
-        case_path: Path_ = ("test_cases", i)
-        name = loaded.case_name(i)
-        if name in names:
-            loaded.warnings.append(
-                f"{loaded.display_path}:{loaded.case_line(i)} test_cases[{i}]: duplicate test-case name "
-                f"'{name}' (also test_cases[{names[name]}]); results are told apart by position"
-            )
-        names.setdefault(name, i)
-        check_evaluations(case.evaluations, (*case_path, "evaluations"))
-        check_evaluations(case.conversation_evaluations, (*case_path, "conversation_evaluations"))
-        issues.extend(_conversation_name_issues(loaded, i, locator))
+    # ---------------------------------------------------------------------- cases
+
+    def case(self, case: TestCase, index: int, locator: Locator) -> int:
+        """Check test case ``index`` (located by ``locator``); the LLM-judge calls it makes."""
+        loaded, issues = self.loaded, self.issues
+        base = loaded.base_dir
+        case_path: Path_ = ("test_cases", index)
+        self._evaluations(case.evaluations, (*case_path, "evaluations"), locator)
+        self._evaluations(
+            case.conversation_evaluations, (*case_path, "conversation_evaluations"), locator
+        )
+        issues.extend(_conversation_name_issues(loaded, case, index, locator))
         for t, turn in enumerate(case.effective_turns()):
             turn_path: Path_ = case_path if case.is_legacy else (*case_path, "turns", t)
-            check_evaluations(turn.evaluations, (*turn_path, "evaluations"))
+            self._evaluations(turn.evaluations, (*turn_path, "evaluations"), locator)
             for f, ref in enumerate(turn.files):
+                file_path = (*turn_path, "files", f)
                 problem = file_problem(base / ref.path)
                 if problem is not None:
                     issues.append(
-                        locator.issue(
-                            (*turn_path, "files", f, "path"), f"{problem}: {loaded.shown(ref.path)}"
-                        )
+                        locator.issue((*file_path, "path"), f"{problem}: {loaded.shown(ref.path)}")
                     )
+                where = locator.issue(file_path, "")
+                loaded.cases.turn_files.append(
+                    TurnFileUse(
+                        index,
+                        t,
+                        f,
+                        ref.path,
+                        ref.media_type,
+                        case.is_legacy,
+                        (where.file or loaded.display_path, where.line, where.test_case),
+                    )
+                )
             if (
                 turn.ground_truth is not None
                 and parse_ground_truth_number(turn.ground_truth) is None
@@ -470,8 +563,217 @@ def _resolve(loaded: LoadedSuite, locator: Locator) -> list[ConfigIssue]:
                                 "(e.g. metric: equality)",
                             )
                         )
-    loaded.judge_files = judge_files
-    return issues
+        if case.user is not None:
+            self._simulation(case, index, locator)
+        return self._case_judges(case, index, locator)
+
+    def _simulation(self, case: TestCase, index: int, locator: Locator) -> None:
+        """A simulated test case (``user:``): its simulator merged and resolved, its factory
+        imported or its ``prompt_file`` read, its fidelity judge (:func:`~.simulation.check_case`);
+        its plan kept in ``loaded.simulations[index]``.
+
+        A regrade (``agent_called=False``) replays the recorded conversation: no API key is
+        needed, and the fidelity judge is checked with the other judges only under ``--rejudge``.
+        """
+        from .simulation import check_case
+
+        assert case.user is not None
+        loaded = self.loaded
+        suite = loaded.suite
+        plan, problems = check_case(
+            case.user,
+            suite.user_simulator,
+            case_path=("test_cases", index),
+            has_turns=case.turns is not None,
+            has_input=case.input is not None,
+            base_dir=loaded.base_dir,
+            env=self.env,
+            suite_judge=suite.judge,
+            case_judge=case.judge,
+            simulator_called=self.agent_called,
+            keyless=self.keyless,
+        )
+        said = self._simulation_said
+        for problem in problems:  # a problem of user_simulator: is said once, not per case
+            if (problem.path, problem.message) not in said:
+                said.add((problem.path, problem.message))
+                self.issues.append(locator.issue(problem.path, problem.message))
+        if plan is None:
+            return
+        loaded.simulations[index] = plan
+        key = plan.simulator.api_key
+        if key is not None and is_secret_value(key):  # a key written into the suite too
+            loaded.secrets.add(key)
+
+    def _judge_add(self, where: Path_, message: str, locator: Locator) -> None:
+        if (where, message) not in self._judge_seen:
+            self._judge_seen.add((where, message))
+            self.judge_issues.append(locator.issue(where, message))
+
+    def _judge(
+        self,
+        evaluation: JudgeEvaluation,
+        levels: tuple[JudgeConfig | None, ...],
+        where: Path_,
+        note: str,
+        locator: Locator,
+        marker: tuple[Any, ...],
+    ) -> None:
+        """Check one judge (the model is named, the API key resolves, the package is there)."""
+        if marker in self._judges_done:
+            return
+        self._judges_done.add(marker)
+        loaded = self.loaded
+        try:
+            judge = resolve(merge_levels(*levels, evaluation.judge), self.env, keyless=self.keyless)
+        except JudgeConfigProblem as exc:
+            if exc.field == "judge.api_key" and not self.judges_called:
+                return  # a regrade reusing recorded verdicts calls no judge
+            if exc.field == "judge.api_key":  # one missing key is said once, where first met
+                if str(exc) in self._keys_missing:
+                    return
+                self._keys_missing.add(str(exc))
+            self._judge_add((*where, *exc.field.split(".")), f"{exc}{note}", locator)
+            return
+        loaded.judge_endpoints.add(
+            (judge.backend, judge.base_url, judge.api_key, judge.api_version)
+        )
+        provider = judge_provider(judge.backend, judge.api_version)
+        if (judge.model, provider) not in loaded.judge_models:
+            located = locator.issue(where, "")  # the file and line: the suite's, or the case's
+            loaded.judge_models[(judge.model, provider)] = (
+                located.file or loaded.display_path,
+                located.line,
+                format_path(where),
+            )
+        if is_secret_value(judge.api_key):  # a key written into the suite is redacted too
+            loaded.secrets.add(judge.api_key)
+        package = PACKAGES[judge.backend]
+        if package not in self._packages:
+            self._packages[package] = importlib.util.find_spec(package) is not None
+        if not self._packages[package]:
+            hint = (
+                "pip install 'multiturn-eval[openai]'"
+                if package == "openai"
+                else "pip install 'anthropic>=2'"
+            )
+            self._judge_add(
+                (*where, "judge", "backend"),
+                f"the {judge.backend} judge needs the package '{package}', which is not "
+                f"installed; install it with: {hint}",
+                locator,
+            )
+
+    def _case_judges(self, case: TestCase, index: int, locator: Locator) -> int:
+        """Every judge the case's turns (and its conversation) call, after merging their levels.
+
+        Checks the model is named, the API key resolves (``${VAR}`` or the backend's
+        environment variable), the backend's package is installed, and that
+        ``use_ground_truth: true`` meets a ground truth. Checked before any agent is
+        called, so a judge block that cannot work is exit 2, not a run of errored
+        metrics. Returns how many judge calls one run of the case makes at most.
+        """
+        suite = self.loaded.suite
+        case_path: Path_ = ("test_cases", index)
+        calls = 0
+        for j, evaluation in enumerate(case.conversation_evaluations or []):
+            if not isinstance(evaluation, JudgeEvaluation):
+                continue
+            calls += 1
+            where: Path_ = (*case_path, "conversation_evaluations", j)
+            if evaluation.use_ground_truth:
+                self._judge_add(
+                    (*where, "use_ground_truth"),
+                    "a conversation judge sees the transcript; use_ground_truth applies to "
+                    "a turn's judges",
+                    locator,
+                )
+            once = ("case", index, id(case.judge), id(evaluation))
+            self._judge(evaluation, (suite.judge, case.judge, None), where, "", locator, once)
+        for t, turn in enumerate(case.effective_turns()):
+            turn_path: Path_ = case_path if case.is_legacy else (*case_path, "turns", t)
+            if turn.evaluations is not None:
+                level, level_path = turn.evaluations, (*turn_path, "evaluations")
+            elif case.evaluations is not None:
+                level, level_path = case.evaluations, (*case_path, "evaluations")
+            else:
+                level, level_path = suite.evaluations, ("evaluations",)
+            for j, evaluation in enumerate(level):
+                if not isinstance(evaluation, JudgeEvaluation):
+                    continue
+                calls += 1
+                if evaluation.use_ground_truth is True and turn.ground_truth is None:
+                    self._judge_add(
+                        (*turn_path, "ground_truth"),
+                        f"the judge '{evaluation.metric_name}' has use_ground_truth: true, but "
+                        "this turn has no ground_truth",
+                        locator,
+                    )
+                suite_level = level_path[0] == "evaluations"
+                note = f" (for {locator.named(turn_path)})" if suite_level else ""
+                # the same suite-level judge met again with no case or turn judge: checked once
+                # for the whole suite; anything else once per case (the case's models are alive
+                # while it is checked, so their ids tell them apart)
+                marker: tuple[Any, ...] = (
+                    ("suite", j)
+                    if suite_level and case.judge is None and turn.judge is None
+                    else ("case", index, id(case.judge), id(turn.judge), id(evaluation))
+                )
+                self._judge(
+                    evaluation,
+                    (suite.judge, case.judge, turn.judge),
+                    (*level_path, j),
+                    note,
+                    locator,
+                    marker,
+                )
+        if case.user is not None:
+            calls += self._simulated_judges(case, index, locator)
+        return calls
+
+    def _simulated_judges(self, case: TestCase, index: int, locator: Locator) -> int:
+        """The judges of a simulated case's simulated turns (the case's evaluations, else the
+        suite's; judges that need a ground truth skip them, as every ground-truth check does)
+        and its fidelity judge; the judge calls of those turns (``max_turns`` of them, the
+        opening included; the fidelity judge's are counted apart, from its plan)."""
+        assert case.user is not None
+        suite = self.loaded.suite
+        case_path: Path_ = ("test_cases", index)
+        if case.evaluations is not None:
+            level, level_path = case.evaluations, (*case_path, "evaluations")
+        else:
+            level, level_path = suite.evaluations, ("evaluations",)
+        note = f" (for the simulated turns of {locator.named(case_path)})"
+        judged = 0
+        for j, evaluation in enumerate(level):
+            if isinstance(evaluation, JudgeEvaluation) and evaluation.use_ground_truth is not True:
+                judged += 1
+                marker: tuple[Any, ...] = (  # as a scripted turn's (see _case_judges)
+                    ("suite", j)
+                    if level_path[0] == "evaluations" and case.judge is None
+                    else ("case", index, id(case.judge), id(None), id(evaluation))
+                )
+                self._judge(
+                    evaluation,
+                    (suite.judge, case.judge, None),
+                    (*level_path, j),
+                    note,
+                    locator,
+                    marker,
+                )
+        plan = self.loaded.simulations.get(index)
+        if plan is not None and plan.fidelity and self.judges_called:
+            _fidelity_judge(
+                self.loaded,
+                case,
+                index,
+                self.env,
+                lambda where, message: self._judge_add(where, message, locator),
+                locator,
+                reported=self.agent_called,
+                keyless=self.keyless,
+            )
+        return judged * case.user.max_turns
 
 
 def _check_mcp_servers(
@@ -497,164 +799,190 @@ def _check_mcp_servers(
     return [locator.issue(("agent", "mcp_servers", *where), why) for where, why in problems]
 
 
-def _check_judges(
+def _read_cases_file(
     loaded: LoadedSuite,
+    name: str,
+    checks: _Checks,
     locator: Locator,
     env: Mapping[str, str],
-    judges_called: bool = True,
-    agent_called: bool = True,
-    *,
-    keyless: bool = False,
-) -> list[ConfigIssue]:
-    """Every judge a turn (or a conversation) will call, after merging its levels.
+    unused: Callable[[Path_], bool] | None,
+) -> None:
+    """Read, validate and check ``test_cases_file`` line by line; index each case.
 
-    Checks the model is named, the API key resolves (``${VAR}`` or the backend's
-    environment variable), the backend's package is installed, and that
-    ``use_ground_truth: true`` meets a ground truth. Checked before any agent is
-    called, so a judge block that cannot work is exit 2, not a run of errored metrics.
+    One line at a time is parsed (:mod:`.jsonl_source`), has its ``${VAR}``
+    replaced, is validated as a test case and checked (:meth:`_Checks.case`),
+    and leaves only its index entry behind. Every problem of every line is
+    reported (the first :data:`MAX_FILE_ISSUES`, then a count), each with the
+    file, the line, the test case (its position in the suite) and the field.
     """
-    import importlib.util
-
-    suite = loaded.suite
-    issues: list[ConfigIssue] = []
-    seen: set[tuple[Path_, str]] = set()
-    done: set[tuple[int, int, int]] = set()
-    packages: dict[str, bool] = {}
-    keys_missing: set[str] = set()
-
-    def add(where: Path_, message: str) -> None:
-        if (where, message) not in seen:
-            seen.add((where, message))
-            issues.append(locator.issue(where, message))
-
-    def check(
-        evaluation: JudgeEvaluation,
-        levels: tuple[JudgeConfig | None, ...],
-        where: Path_,
-        note: str,
-    ) -> None:
-        marker = (*(id(level) for level in levels[1:]), id(evaluation))
-        if marker in done:
-            return
-        done.add(marker)  # type: ignore[arg-type]
+    target = loaded.base_dir / name
+    try:
+        handle = open_binary(target)
+    except ValueError as exc:
+        checks.issues.append(locator.issue(("test_cases_file",), f"{exc}: {loaded.shown(name)}"))
+        return
+    shown = display_path(target)
+    cases = loaded.cases
+    cases.file = CasesFile(
+        path=target.absolute(),
+        shown=shown,
+        reader=functools.partial(
+            _file_case, shown=shown, env=env, unused=unused, keyless=checks.keyless
+        ),
+    )
+    checks.issues.capped = checks.judge_issues.capped = shown
+    first = len(cases)
+    with handle:
         try:
-            judge = resolve(merge_levels(*levels, evaluation.judge), env, keyless=keyless)
-        except JudgeConfigProblem as exc:
-            if exc.field == "judge.api_key" and not judges_called:
-                return  # a regrade reusing recorded verdicts calls no judge
-            if exc.field == "judge.api_key":  # one missing key is said once, where first met
-                if str(exc) in keys_missing:
-                    return
-                keys_missing.add(str(exc))
-            add((*where, *exc.field.split(".")), f"{exc}{note}")
-            return
-        loaded.judge_endpoints.add(
-            (judge.backend, judge.base_url, judge.api_key, judge.api_version)
-        )
-        provider = judge_provider(judge.backend, judge.api_version)
-        loaded.judge_models.setdefault((judge.model, provider), where)
-        if is_secret_value(judge.api_key):  # a key written into the suite is redacted too
-            loaded.secrets.add(judge.api_key)
-        package = PACKAGES[judge.backend]
-        if package not in packages:
-            packages[package] = importlib.util.find_spec(package) is not None
-        if not packages[package]:
-            hint = (
-                "pip install 'multiturn-eval[openai]'"
-                if package == "openai"
-                else "pip install 'anthropic>=2'"
+            for raw in read_lines(handle):
+                _read_case_line(loaded, raw, checks, locator, env, unused)
+        except OSError as exc:
+            checks.issues.append(
+                locator.issue(("test_cases_file",), f"cannot read: {exc.strerror or exc}: {shown}")
             )
-            add(
-                (*where, "judge", "backend"),
-                f"the {judge.backend} judge needs the package '{package}', which is not "
-                f"installed; install it with: {hint}",
+    if len(cases) == first:
+        if first == 0:
+            checks.issues.append(
+                locator.issue(
+                    ("test_cases_file",),
+                    f"holds no test case (every line is blank): {loaded.shown(name)}; a suite "
+                    "needs at least one test case",
+                )
+            )
+        else:
+            loaded.warnings.append(
+                f"{loaded.display_path}: test_cases_file {loaded.shown(name)} holds no test case"
             )
 
-    for i, case in enumerate(suite.test_cases):
-        case_path: Path_ = ("test_cases", i)
-        for j, evaluation in enumerate(case.conversation_evaluations or []):
-            if not isinstance(evaluation, JudgeEvaluation):
-                continue
-            where: Path_ = (*case_path, "conversation_evaluations", j)
-            if evaluation.use_ground_truth:
-                add(
-                    (*where, "use_ground_truth"),
-                    "a conversation judge sees the transcript; use_ground_truth applies to "
-                    "a turn's judges",
-                )
-            check(evaluation, (suite.judge, case.judge, None), where, "")
-        for t, turn in enumerate(case.effective_turns()):
-            turn_path: Path_ = case_path if case.is_legacy else (*case_path, "turns", t)
-            if turn.evaluations is not None:
-                level, level_path = turn.evaluations, (*turn_path, "evaluations")
-            elif case.evaluations is not None:
-                level, level_path = case.evaluations, (*case_path, "evaluations")
-            else:
-                level, level_path = suite.evaluations, ("evaluations",)
-            for j, evaluation in enumerate(level):
-                if not isinstance(evaluation, JudgeEvaluation):
-                    continue
-                if evaluation.use_ground_truth is True and turn.ground_truth is None:
-                    add(
-                        (*turn_path, "ground_truth"),
-                        f"the judge '{evaluation.metric_name}' has use_ground_truth: true, but "
-                        "this turn has no ground_truth",
-                    )
-                note = f" (for {format_path(turn_path)})" if level_path[0] == "evaluations" else ""
-                check(evaluation, (suite.judge, case.judge, turn.judge), (*level_path, j), note)
-        if case.user is None:
-            continue
-        # the simulated turns: the case's evaluations, else the suite's (judges that need a
-        # ground truth skip them, as every ground-truth check does)
-        if case.evaluations is not None:
-            level, level_path = case.evaluations, (*case_path, "evaluations")
-        else:
-            level, level_path = suite.evaluations, ("evaluations",)
-        note = f" (for the simulated turns of {format_path(case_path)})"
-        for j, evaluation in enumerate(level):
-            if isinstance(evaluation, JudgeEvaluation) and evaluation.use_ground_truth is not True:
-                check(evaluation, (suite.judge, case.judge, None), (*level_path, j), note)
-        plan = loaded.simulations.get(i)
-        if plan is not None and plan.fidelity and judges_called:
-            _fidelity_judge(loaded, i, env, add, reported=agent_called, keyless=keyless)
-    return issues
+
+def _read_case_line(
+    loaded: LoadedSuite,
+    raw: RawLine,
+    checks: _Checks,
+    outer: Locator,
+    env: Mapping[str, str],
+    unused: Callable[[Path_], bool] | None,
+) -> None:
+    cases = loaded.cases
+    assert cases.file is not None
+    index = len(cases)
+    locator = CaseLineLocator(cases.file.shown, raw.number, index, outer)
+    here: Path_ = ("test_cases", index)
+
+    def broken(issues: Iterable[ConfigIssue]) -> None:
+        checks.issues.extend(issues)
+        cases.add(None, (), 0, raw.number)  # keeps the positions of the cases after it
+
+    if raw.problem is not None:
+        broken([locator.issue(here, raw.problem)])
+        return
+    case = _case_of_line(raw.data, locator, env, loaded.secrets, unused, checks.keyless)
+    if not isinstance(case, TestCase):
+        broken(case)
+        return
+    judge_calls = checks.case(case, index, locator)
+    cases.add(
+        case.name,
+        case.tags,
+        len(case.effective_turns()),
+        raw.number,
+        judge_calls,
+        raw.data,
+        raw.offset,
+        max_turns=case.user.max_turns if case.user is not None else 0,
+    )
+
+
+_validate_case = TestCase.model_validate
+"""How a line's data becomes a test case (one name, so a test can count the models made)."""
+
+
+def _file_case(
+    index: int,
+    line: int,
+    data: bytes,
+    *,
+    shown: str,
+    env: Mapping[str, str],
+    unused: Callable[[Path_], bool] | None,
+    keyless: bool = False,
+) -> TestCase:
+    """A case of the test_cases_file read back when it runs: parsed, substituted, validated
+    as at load (it passed then, and its bytes are unchanged, so it passes again)."""
+    case = _case_of_line(data, CaseLineLocator(shown, line, index), env, set(), unused, keyless)
+    if not isinstance(case, TestCase):
+        raise CaseReadError(f"the test case no longer loads: {case[0]}")
+    return case
+
+
+def _case_of_line(
+    data: bytes,
+    locator: CaseLineLocator,
+    env: Mapping[str, str],
+    secrets: set[str],
+    unused: Callable[[Path_], bool] | None,
+    keyless: bool = False,
+) -> TestCase | list[ConfigIssue]:
+    """One line of the test_cases_file parsed, its ``${VAR}`` replaced and validated: the
+    test case, or its problems (located on the line). ``keyless`` (fixtures replay and
+    update): an API key whose variable is unset is dropped, as in the suite file."""
+    here: Path_ = ("test_cases", locator.index)
+    try:
+        value: Any = parse_line(data)
+    except ValueError as exc:
+        return [locator.issue(here, str(exc))]
+    locator.data = value
+    if b"$" in data or b"\\u0024" in data:
+        issues: list[ConfigIssue] = []
+        unset_keys: list[Path_] = []
+        value = _substitute(value, here, env, locator, issues, secrets, unused, unset_keys, keyless)
+        if issues:
+            return issues
+        for key_path in unset_keys:
+            _drop({"test_cases": {locator.index: value}}, key_path)
+    try:
+        return _validate_case(value)
+    except ValidationError as exc:
+        return validation_issues(exc, value, locator, here)
 
 
 def _fidelity_judge(
     loaded: LoadedSuite,
+    case: TestCase,
     index: int,
     env: Mapping[str, str],
     add: Callable[[Path_, str], None],
+    locator: Locator,
     *,
     reported: bool,
     keyless: bool = False,
 ) -> None:
-    """The fidelity judge of a simulated case (``fidelity: true``): the suite's (and the
-    case's) ``judge:``; its client built before the run, its price checked by ``--max-cost``.
+    """The fidelity judge of simulated case ``index`` (``fidelity: true``): the suite's (and
+    the case's) ``judge:``; its client built before the run, its price checked by ``--max-cost``.
 
     ``reported``: :func:`~.simulation.check_case` already said why it does not resolve (a
     run); a regrade with ``--rejudge`` calls it without having checked it there.
     """
-    case = loaded.suite.test_cases[index]
     assert case.user is not None
+    where: Path_ = ("test_cases", index, "user", "fidelity")
     try:
         judge = resolve(merge_levels(loaded.suite.judge, case.judge), env, keyless=keyless)
     except JudgeConfigProblem as exc:
         if not reported:
-            where: Path_ = (
-                ("test_cases", index, "user", "fidelity")
-                if case.user.fidelity is not None
-                else ("user_simulator", "fidelity")
-            )
             add(
-                where, f"fidelity: true judges each simulated message with the suite's judge: {exc}"
+                where if case.user.fidelity is not None else ("user_simulator", "fidelity"),
+                f"fidelity: true judges each simulated message with the suite's judge: {exc}",
             )
         return
     loaded.judge_endpoints.add((judge.backend, judge.base_url, judge.api_key, judge.api_version))
     provider = judge_provider(judge.backend, judge.api_version)
-    loaded.judge_models.setdefault(
-        (judge.model, provider), ("test_cases", index, "user", "fidelity")
-    )
+    if (judge.model, provider) not in loaded.judge_models:
+        located = locator.issue(where, "")  # the suite file's line, or the case's own line
+        loaded.judge_models[(judge.model, provider)] = (
+            located.file or loaded.display_path,
+            located.line,
+            format_path(where),
+        )
     if is_secret_value(judge.api_key):
         loaded.secrets.add(judge.api_key)
 
@@ -682,14 +1010,13 @@ def _read_schema(loaded: LoadedSuite, name: str) -> str | None:
 
 
 def _conversation_name_issues(
-    loaded: LoadedSuite, index: int, locator: Locator
+    loaded: LoadedSuite, case: TestCase, index: int, locator: Locator
 ) -> list[ConfigIssue]:
     """A conversation-level metric may not share its name with a per-turn metric of its case.
 
     Both are test-case level ``metric_results`` and the run summary counts metrics by
     name, so a shared name would merge two different checks.
     """
-    case = loaded.suite.test_cases[index]
     if not case.conversation_evaluations:
         return []
     per_turn = {

@@ -29,26 +29,76 @@ class Locator:
         self.file = file
         self.doc = doc
 
+    def line_of(self, path: Sequence[str | int]) -> int | None:
+        """The line of ``path`` (or of its closest ancestor that has one)."""
+        return self.doc.line_of(tuple(path))
+
+    def named(self, path: Sequence[str | int]) -> str:
+        """``path`` as a message names it inside another field's message."""
+        return format_path(path)
+
+    def written_name(self, index: int) -> str | None:
+        """The name test case ``index`` writes, as written (None: none, or not text)."""
+        cases = self.doc.data.get("test_cases") if isinstance(self.doc.data, dict) else None
+        if isinstance(cases, list) and index < len(cases) and isinstance(cases[index], dict):
+            raw = cases[index].get("name")
+            return raw if isinstance(raw, str) else None
+        return None
+
     def issue(self, path: Sequence[str | int], message: str) -> ConfigIssue:
         path = tuple(path)
         test_case = None
         rest: Sequence[str | int] = path
         if len(path) >= 2 and path[0] == "test_cases" and isinstance(path[1], int):
             index = path[1]
-            name = None
-            cases = self.doc.data.get("test_cases") if isinstance(self.doc.data, dict) else None
-            if isinstance(cases, list) and index < len(cases) and isinstance(cases[index], dict):
-                raw = cases[index].get("name")
-                name = raw if isinstance(raw, str) else None
+            name = self.written_name(index)
             test_case = f"test_cases[{index}]" + (f' ("{name}")' if name else "")
             rest = path[2:]
         return ConfigIssue(
             message=message,
             file=self.file,
-            line=self.doc.line_of(path),
+            line=self.line_of(path),
             test_case=test_case,
             field=format_path(rest) or None,
         )
+
+
+class CaseLineLocator(Locator):
+    """Locates the fields of the one test case on one line of a JSON Lines file.
+
+    Its paths are the suite's (``("test_cases", index, "turns", 2, ...)``, ``index``
+    the case's position in the suite); each is on the case's line of the file. A
+    path outside the case (a suite-level evaluation a turn uses) is the suite
+    file's: ``outer`` locates it.
+    """
+
+    def __init__(self, file: str, line: int, index: int, outer: Locator | None = None) -> None:
+        super().__init__(file, YamlDocument(data=None))
+        self.line = line
+        self.index = index
+        self.outer = outer
+        self.data: Any = None
+        """The line's data once parsed (the case's name labels its errors)."""
+
+    def _inside(self, path: Sequence[str | int]) -> bool:
+        return len(path) >= 2 and path[0] == "test_cases" and path[1] == self.index
+
+    def line_of(self, path: Sequence[str | int]) -> int | None:
+        if self.outer is not None and not self._inside(path):
+            return self.outer.line_of(path)
+        return self.line
+
+    def named(self, path: Sequence[str | int]) -> str:
+        return f"{format_path(path)}, {self.file}:{self.line}"
+
+    def written_name(self, index: int) -> str | None:
+        raw = self.data.get("name") if isinstance(self.data, dict) else None
+        return raw if isinstance(raw, str) and index == self.index else None
+
+    def issue(self, path: Sequence[str | int], message: str) -> ConfigIssue:
+        if self.outer is not None and not self._inside(path):
+            return self.outer.issue(path, message)
+        return super().issue(path, message)
 
 
 def _clean_loc(loc: Sequence[str | int], data: Any) -> list[str | int]:
@@ -118,18 +168,24 @@ def _message(error: Mapping[str, Any], key: str | int | None) -> str:
 _KEY_KINDS = {int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
 
 
-def validation_issues(exc: ValidationError, data: Any, locator: Locator) -> list[ConfigIssue]:
+def validation_issues(
+    exc: ValidationError, data: Any, locator: Locator, prefix: Path_ = ()
+) -> list[ConfigIssue]:
     """Every error of a suite model's validation of ``data``, located (one issue each).
 
     Union tags leave the path, :func:`~multiturn_eval.suite.at_path` errors point at
     their sub-field, a misspelt key is reported once (not also as the key it stands
-    for, missing), and a non-text mapping key gets the key's own line.
+    for, missing), and a non-text mapping key gets the key's own line. ``prefix`` is
+    where ``data`` sits in a suite (``("test_cases", 7)`` for a test case validated on
+    its own, as a line of a JSON Lines file is).
     """
     issues: list[tuple[Path_, str]] = []
     seen: set[tuple[Path_, str]] = set()
     key_lines: dict[Path_, Path_] = {}
     for error in exc.errors(include_url=False):
-        loc = _clean_loc(error["loc"], data)
+        loc = [*prefix, *_clean_loc(error["loc"], data)]
+        if prefix:
+            error = {**error, "loc": (*prefix, *error["loc"])}
         if error["type"] == "invalid_key" or (loc and loc[-1] == "[key]"):
             # a non-text mapping key: point at the mapping, name the key, take the key's line
             key = error.get("input")
@@ -163,6 +219,6 @@ def validation_issues(exc: ValidationError, data: Any, locator: Locator) -> list
             continue
         issue = locator.issue(where, m)
         if m.startswith("key ") and where in key_lines:
-            issue = dataclasses.replace(issue, line=locator.doc.line_of(key_lines[where]))
+            issue = dataclasses.replace(issue, line=locator.line_of(key_lines[where]))
         out.append(issue)
     return out

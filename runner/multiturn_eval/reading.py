@@ -4,7 +4,9 @@ A suite file, an ``instructions_file``, a judge's ``rubric_file`` or
 ``prompt_file``, a ``schema_file`` and a turn's ``files`` are read (or checked)
 here, before any agent is called: :func:`file_problem` says why a path is not a
 readable regular file within the limit, :func:`read_text` reads one as UTF-8 or
-raises ``ValueError`` with the reason (the loader locates it).
+raises ``ValueError`` with the reason (the loader locates it);
+:func:`open_binary` opens a JSON Lines file of test cases, which is read as a
+stream (line by line, :mod:`multiturn_eval.jsonl_source`) and so has no size limit.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from pathlib import Path
+from typing import BinaryIO
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """The largest file the loader reads or accepts: a suite, an ``instructions_file``
@@ -65,14 +69,9 @@ def file_problem(path: Path, limit: int = MAX_FILE_BYTES) -> str | None:
     return _stat_problem(info, limit)
 
 
-def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
-    """A regular file's UTF-8 text, at most ``limit`` bytes; ValueError says why not.
-
-    The path is checked with ``stat`` before it is opened (a FIFO or a socket is
-    never opened), opened non-blocking and checked again with ``fstat`` (it may have
-    been swapped meanwhile), and read no further than the limit even if it grows,
-    so nothing can block the loader or stream into its memory.
-    """
+def _open_checked(path: Path, limit: int) -> int:
+    """A file descriptor of ``path``, opened non-blocking once stat says it is a regular
+    file within ``limit`` bytes, and checked again with ``fstat``; ValueError says why not."""
     before = file_problem(path, limit)  # what stat says: no open() of a FIFO or socket
     if before is not None:
         raise ValueError(before)
@@ -85,8 +84,25 @@ def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
         raise ValueError("is not a valid path") from None
     try:
         problem = _stat_problem(os.fstat(fd), limit)  # the file may have changed since stat
-        if problem is not None:
-            raise ValueError(problem)
+    except OSError as exc:
+        os.close(fd)
+        raise ValueError(_os_problem(exc)) from None
+    if problem is not None:
+        os.close(fd)
+        raise ValueError(problem)
+    return fd
+
+
+def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
+    """A regular file's UTF-8 text, at most ``limit`` bytes; ValueError says why not.
+
+    The path is checked with ``stat`` before it is opened (a FIFO or a socket is
+    never opened), opened non-blocking and checked again with ``fstat`` (it may have
+    been swapped meanwhile), and read no further than the limit even if it grows,
+    so nothing can block the loader or stream into its memory.
+    """
+    fd = _open_checked(path, limit)
+    try:
         chunks: list[bytes] = []
         size = 0
         while size <= limit:
@@ -106,6 +122,12 @@ def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(_utf8_problem(data, exc)) from None
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """A regular file opened for reading as a stream, whatever its size (a JSON Lines
+    file of test cases); checked as :func:`read_text` checks, ValueError says why not."""
+    return os.fdopen(_open_checked(path, sys.maxsize), "rb", buffering=1 << 16)
 
 
 def _utf8_problem(data: bytes, exc: UnicodeDecodeError) -> str:

@@ -329,6 +329,12 @@ class CaseResult(_Model):
     """The suite file, relative to the working directory when possible."""
     suite_name: str
     line: int | None = None
+    """The test case's line in the file it is written in (``file`` when set, else ``suite``)."""
+    file: str | None = omitted_when_none(
+        "The JSON Lines file (the suite's test_cases_file) this test case was read from, "
+        "as shown like suite; line and the turns' lines are that file's. Absent for a "
+        "test case written in the suite file."
+    )
     tags: list[str] = Field(default_factory=list)
     backend: str
     model: str | None = None
@@ -406,6 +412,16 @@ class CaseResult(_Model):
                 replayed=self.replayed,
             )
         ]
+
+    @property
+    def written_in(self) -> str:
+        """The file the test case is written in: its ``file``, else its suite."""
+        return self.file or self.suite
+
+    @property
+    def location(self) -> str:
+        """``file:line`` of the test case as messages show it (the file alone without a line)."""
+        return f"{self.written_in}:{self.line}" if self.line else self.written_in
 
     def first_failing_turn(self) -> TurnResult | None:
         for turn in self.all_turns():

@@ -335,9 +335,9 @@ class _Pipeline:
             chosen = set(planned.indices)
             kept = {i for (s, i) in self.state.kept if s == position}
             loaded = planned.loaded
-            for i in range(len(loaded.suite.test_cases)):
+            for i, name in enumerate(loaded.cases.names()):
                 if i not in chosen and i not in kept:
-                    out.add((loaded.display_path, loaded.case_name(i)))
+                    out.add((loaded.display_path, name))
         return out
 
     def _annotate_run(self, report: Report) -> None:
@@ -550,7 +550,7 @@ class _Pipeline:
                 root=root,
                 suite_file=loaded.path,
                 suite_shown=loaded.display_path,
-                case_names=[loaded.case_name(i) for i in range(len(loaded.suite.test_cases))],
+                case_names=list(loaded.cases.names()),
                 secrets=self.redact,
                 repeat=repeat,
                 source=self.options.fixtures_source or DEFAULT_SOURCE,

@@ -76,6 +76,23 @@ def safe_repr(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def json_kind(value: Any) -> str:
+    """What JSON calls ``value``, as a message says it ("a number", "an object", "null")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
 def has_surrogates(text: str) -> bool:
     if text.isascii():
         return False

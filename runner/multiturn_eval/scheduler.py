@@ -43,13 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .backends.base import Backend
-from .case_runner import (
-    CaseRunner,
-    FatalRunError,
-    build_case_result,
-    not_run_result,
-    unanswered_turn,
-)
+from .case_runner import CaseRunner, FatalRunError, not_run_result, unreadable_result
+from .errors import CaseReadError
 from .loaded import LoadedSuite, PlannedSuite
 from .results import CaseResult
 from .rollup import aggregate_runs
@@ -75,11 +70,11 @@ class Selection:
         return not self.tags or any(tag in tags for tag in self.tags)
 
     def select(self, loaded: LoadedSuite) -> list[int]:
-        return [
-            i
-            for i, case in enumerate(loaded.suite.test_cases)
-            if self.matches(loaded.case_name(i), case.tags)
-        ]
+        """The indices of the suite's cases that match (from its index: no case is read)."""
+        cases = loaded.cases
+        if self.pattern is None and not self.tags:
+            return list(range(len(cases)))
+        return [i for i in range(len(cases)) if self.matches(cases.name(i), cases.tags(i))]
 
 
 OnResult = Callable[[CaseResult], None]
@@ -202,28 +197,32 @@ async def _run_suite(
                 if on_result is not None:
                     on_result(state.results[(s, index)])
                 continue
-            runner = CaseRunner(
-                planned.loaded,
-                index,
-                backend,
-                planned.settings.turn_timeout,
-                settings=planned.settings,
-                cassette=fixtures.cassette(index, run + 1) if fixtures is not None else None,
-                run_index=run,
-            )
-            state.in_flight += 1
-            state.max_in_flight = max(state.max_in_flight, state.in_flight)
-            if state.first_session_opened is None:
-                state.first_session_opened = time.perf_counter()
             try:
-                result = await runner.run()
-            except FatalRunError as exc:
-                result = exc.result
-                if state.stop_reason is None:
-                    state.stop_reason = f"stopped after a fatal backend error: {exc.message}"
-            finally:
-                state.in_flight -= 1
-                state.last_session_closed = time.perf_counter()
+                runner = CaseRunner(
+                    planned.loaded,
+                    index,
+                    backend,
+                    planned.settings.turn_timeout,
+                    settings=planned.settings,
+                    cassette=fixtures.cassette(index, run + 1) if fixtures is not None else None,
+                    run_index=run,
+                )
+            except CaseReadError as exc:  # its line of the test_cases_file changed: this case only
+                result = unreadable_result(planned.loaded, index, str(exc))
+            else:
+                state.in_flight += 1
+                state.max_in_flight = max(state.max_in_flight, state.in_flight)
+                if state.first_session_opened is None:
+                    state.first_session_opened = time.perf_counter()
+                try:
+                    result = await runner.run()
+                except FatalRunError as exc:
+                    result = exc.result
+                    if state.stop_reason is None:
+                        state.stop_reason = f"stopped after a fatal backend error: {exc.message}"
+                finally:
+                    state.in_flight -= 1
+                    state.last_session_closed = time.perf_counter()
             state.spent += spend_of(result)
             finished = state.add_run(s, index, run, result, planned)
             if finished is not None and on_result is not None:
@@ -244,11 +243,7 @@ async def _run_suite(
 
 def _not_started(loaded: LoadedSuite, index: int, reason: str) -> CaseResult:
     """A test case the spend cap kept from starting: skipped, every turn too, with the reason."""
-    turns = [
-        unanswered_turn(loaded, index, i, turn, skipped=True)
-        for i, turn in enumerate(loaded.suite.test_cases[index].effective_turns())
-    ]
-    return build_case_result(loaded, index, turns, errors=[reason], skipped=True)
+    return not_run_result(loaded, index, reason, prefix="")
 
 
 #: outcomes ``--rerun-failed`` runs again
@@ -297,7 +292,7 @@ def rerun_selection(
                             f"{runs} time(s) and this run repeats each case "
                             f"{max(1, planned.settings.repeat)} time(s); one report cannot mix "
                             f"them (give --repeat {runs}, or drop --keep-passed)",
-                            file=loaded.display_path,
+                            file=loaded.case_file(index),
                             line=loaded.case_line(index),
                             field=f"test_cases[{index}]",
                         )

@@ -160,10 +160,12 @@ def keep_for_shard(
 ) -> dict[tuple[int, int], Any]:
     """The ``--keep-passed`` results this shard carries (each lands in exactly one shard)."""
     out = {}
+    keys: dict[int, list[str]] = {}
     for (s, index), result in kept.items():
-        loaded = plan[s].loaded
-        names = [loaded.case_name(i) for i in range(len(loaded.suite.test_cases))]
-        if owner(case_keys(loaded.display_path, names)[index], spec.total) == spec.index:
+        if s not in keys:  # once per suite, not once per result
+            loaded = plan[s].loaded
+            keys[s] = case_keys(loaded.display_path, loaded.cases.names())
+        if owner(keys[s][index], spec.total) == spec.index:
             out[(s, index)] = result
     return out
 
@@ -192,13 +194,10 @@ def plan_items(plan: Sequence[PlannedSuite]) -> list[tuple[int, int, ShardItem]]
     out = []
     for s, planned in enumerate(plan):
         loaded = planned.loaded
-        keys = case_keys(
-            loaded.display_path, [loaded.case_name(i) for i in range(len(loaded.suite.test_cases))]
-        )
+        keys = case_keys(loaded.display_path, loaded.cases.names())
         repeat = max(1, planned.settings.repeat)
         for index in planned.indices:
-            turns = len(loaded.suite.test_cases[index].effective_turns())
-            out.append((s, index, ShardItem(keys[index], turns * repeat)))
+            out.append((s, index, ShardItem(keys[index], loaded.cases.turns(index) * repeat)))
     return out
 
 

@@ -36,10 +36,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .errors import ConfigIssue
-from .yaml_source import format_path
 
 if TYPE_CHECKING:
-    from .loaded import LoadedSuite, PlannedSuite
+    from .loaded import PlannedSuite
     from .results import CaseResult
 
 #: backends whose cost the runner computes from the price table
@@ -90,9 +89,9 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
         if cap is None or not planned.indices:
             continue
         loaded = planned.loaded
-        for (model, provider), where in loaded.judge_models.items():
+        for (model, provider), (file, line, where) in loaded.judge_models.items():
             if price_for(model, loaded.suite.pricing, provider=provider) is None:
-                issues.append(_unpriced(loaded, "judge model", model, provider, cap, where))
+                issues.append(_unpriced("judge model", model, provider, cap, (file, line, where)))
         issues.extend(_simulator_price_issues(planned, cap))
         agent = loaded.suite.agent
         if agent.backend not in PRICED_BACKENDS:
@@ -103,28 +102,30 @@ def price_issues(plan: Sequence[PlannedSuite]) -> tuple[list[ConfigIssue], list[
             continue
         seller = agent_provider(agent)
         if price_for(agent.model, loaded.suite.pricing, provider=seller) is None:
-            issues.append(_unpriced(loaded, "model", agent.model, seller, cap, ("agent", "model")))
+            at = loaded.located(("agent", "model"))
+            issues.append(_unpriced("model", agent.model, seller, cap, at))
     return issues, warnings
 
 
 def _unpriced(
-    loaded: LoadedSuite,
     what: str,
     model: str | None,
     provider: str | None,
     cap: float,
-    where: tuple[str | int, ...],
+    where: tuple[str, int | None, str],
 ) -> ConfigIssue:
-    """``model`` has no price, so the cap cannot be kept: a configuration error at ``where``."""
+    """``model`` has no price, so the cap cannot be kept: a configuration error at ``where``
+    (file, line, field)."""
     from .pricing import unpriced
 
+    file, line, field = where
     return ConfigIssue(
         f"{what} {model!r} has no known price ({unpriced(provider)}), so a spend cap "
         f"({dollars(cap)}) cannot be kept; give its price under 'pricing:' (US dollars per "
         "million tokens: input, output), or drop --max-cost",
-        file=loaded.display_path,
-        line=loaded.document.line_of(where),
-        field=format_path(where),
+        file=file,
+        line=line,
+        field=field,
     )
 
 
@@ -153,5 +154,7 @@ def _simulator_price_issues(planned: PlannedSuite, cap: float) -> list[ConfigIss
             if own is not None and own.model is not None
             else ("user_simulator", "model")
         )
-        issues.append(_unpriced(loaded, "simulated-user model", model, provider, cap, where))
+        issues.append(
+            _unpriced("simulated-user model", model, provider, cap, loaded.located(where))
+        )
     return issues

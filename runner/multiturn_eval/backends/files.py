@@ -70,30 +70,24 @@ def file_issues(suite: LoadedSuite, problem: Callable[[TurnFile], str | None]) -
     error (exit 2) before any agent is called.
     """
     issues: list[ConfigIssue] = []
-    for i, case in enumerate(suite.suite.test_cases):
-        for t, turn in enumerate(case.effective_turns()):
-            for f, ref in enumerate(turn.files):
-                path = suite.base_dir / ref.path
-                file = (
-                    TurnFile.from_path(path)
-                    if ref.media_type is None
-                    else TurnFile(path, ref.media_type)
-                )
-                why = problem(file)
-                if why is None:
-                    continue
-                turn_path: tuple[str | int, ...] = (
-                    ("test_cases", i) if case.is_legacy else ("test_cases", i, "turns", t)
-                )
-                issues.append(
-                    ConfigIssue(
-                        why,
-                        file=suite.display_path,
-                        line=suite.document.line_of((*turn_path, "files", f)),
-                        test_case=f"test_cases[{i}]" + (f' ("{case.name}")' if case.name else ""),
-                        field=(f"turns[{t}]." if not case.is_legacy else "") + f"files[{f}].path",
-                    )
-                )
+    for use in suite.cases.turn_files:  # collected while loading, the file's cases' too
+        path = suite.base_dir / use.path
+        file = (
+            TurnFile.from_path(path) if use.media_type is None else TurnFile(path, use.media_type)
+        )
+        why = problem(file)
+        if why is None:
+            continue
+        shown, line, test_case = use.where
+        issues.append(
+            ConfigIssue(
+                why,
+                file=shown,
+                line=line,
+                test_case=test_case,
+                field=(f"turns[{use.turn}]." if not use.legacy else "") + f"files[{use.file}].path",
+            )
+        )
     return issues
 
 

@@ -111,19 +111,19 @@ class ReplayBackend:
         self._suite = suite
         self._state = state
         self._opened: dict[str, int] = {}
+        self._by_name: dict[str, list[int]] | None = None
         self.secrets: set[str] = set()
         self.warnings: list[str] = []
         self.settings = settings
 
     def _index(self, name: str, occurrence: int) -> int:
         """The current suite's index of the ``occurrence``-th test case called ``name``."""
-        seen = 0
-        for i in range(len(self._suite.suite.test_cases)):
-            if self._suite.case_name(i) == name:
-                if seen == occurrence:
-                    return i
-                seen += 1
-        return -1
+        if self._by_name is None:  # once, from the suite's index: not once per case
+            self._by_name = {}
+            for i, case_name in enumerate(self._suite.cases.names()):
+                self._by_name.setdefault(case_name, []).append(i)
+        found = self._by_name.get(name, [])
+        return found[occurrence] if occurrence < len(found) else -1
 
     async def open_session(self, case: CaseContext) -> ReplaySession:
         name = case.test_case_name
@@ -155,8 +155,7 @@ class ReplayBackend:
             return (plan is None) != (simulation is None)
         if simulation.digest != plan.digest:
             return True
-        case = self._suite.suite.test_cases[index]
-        scripted = len(case.turns or ()) + (1 if plan.user.opening is not None else 0)
+        scripted = self._suite.cases.turns(index) + (1 if plan.user.opening is not None else 0)
         sources = [t.source for t in recorded.turns or ()]
         return sources[:scripted] != ["scripted"] * min(scripted, len(sources)) or (
             "scripted" in sources[scripted:]

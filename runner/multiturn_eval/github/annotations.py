@@ -86,8 +86,9 @@ def rank_annotations(
 ) -> RankedAnnotations:
     """Error annotations for the failing turns of ``report``, at most ``budget``.
 
-    ``file_of`` maps a result's ``suite`` path to the path GitHub should show
-    (relative to the workspace), or None when it is outside the workspace.
+    ``file_of`` maps the file a result is written in (its ``suite``, or its ``file``
+    for a case of a ``test_cases_file``) to the path GitHub should show (relative to
+    the workspace), or None when it is outside the workspace.
     """
     firsts: list[Annotation] = []
     infra: list[Annotation] = []
@@ -95,7 +96,7 @@ def rank_annotations(
     for case in report.results:
         if case.passed or case.skipped:
             continue
-        file = file_of(case.suite)
+        file = file_of(case.written_in)
         failing = [t for t in case.all_turns() if not t.passed and not t.skipped]
         if not failing:  # failed on a case-level error, or every turn was skipped
             (infra if case.outcome == "error" else firsts).append(case_annotation(case, file))

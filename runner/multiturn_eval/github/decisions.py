@@ -177,7 +177,7 @@ def flaky_annotations(
                 "warning",
                 f"Flaky (passed the gate): {repeat_reason(case)}",
                 title=f"{title} (flaky)",
-                file=suite_file(case.suite),
+                file=suite_file(case.written_in),
                 line=(turn.line if turn is not None else None) or case.line,
             )
         )

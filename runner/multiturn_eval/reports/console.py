@@ -218,7 +218,7 @@ class Console:
         token = secrets.token_hex(8) if self.github_actions else None
         if token:
             self.write(f"::stop-commands::{token}")
-        where = f"{result.suite}:{result.line}" if result.line else result.suite
+        where = result.location
         self.write(
             f"  {self.clip(result.suite_name, 60)}::{self.clip(result.name, 120)} ({self.clip(where)})"
         )

@@ -262,7 +262,7 @@ def _case_view(case: CaseResult, index: int, static: bool) -> dict[str, Any]:
     first = v.first_failure(case)
     passed = sum(1 for t in turns if t.passed)
     stats = [f"{passed}/{len(turns)} turns", v.duration(case.duration_ms)]
-    where = [f"{case.suite}:{case.line}" if case.line else case.suite, f"backend {case.backend}"]
+    where = [case.location, f"backend {case.backend}"]
     if case.model:
         where.append(f"model {case.model}")
     if case.tags:

@@ -153,7 +153,7 @@ def _testcase(parent: ET.Element, case: CaseResult, regressed: str | None = None
     attrs = {
         "classname": xml_clean(case.suite_name),
         "name": xml_clean(case.name),
-        "file": xml_clean(case.suite),
+        "file": xml_clean(case.written_in),
         "time": _seconds(case.duration_ms),
     }
     if case.line is not None:

@@ -334,7 +334,7 @@ def _case_title(case: CaseResult) -> str:
 
 
 def _where(case: CaseResult) -> str:
-    return md_code(f"{case.suite}:{case.line}" if case.line else case.suite, 200)
+    return md_code(case.location, 200)
 
 
 def _cell_checks(turn: TurnResult, limits: _Limits) -> str:

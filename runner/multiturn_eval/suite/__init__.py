@@ -32,7 +32,9 @@ and holds the top level, :class:`Suite`; :data:`MODELS` lists every model.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, field_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .agents import (
     AgentConfig,
@@ -147,8 +149,15 @@ __all__ = [
 ]
 
 
+def _cases_required(schema: dict[str, Any]) -> None:
+    """The editor schema's share of ``_has_cases``: test_cases, test_cases_file or both."""
+    schema["anyOf"] = [{"required": ["test_cases"]}, {"required": ["test_cases_file"]}]
+
+
 class Suite(_Strict):
     """A suite file."""
+
+    model_config = ConfigDict(json_schema_extra=_cases_required)
 
     name: str | None = Field(default=None, description="Default: the file name without extension.")
     agent: AgentConfig
@@ -168,7 +177,20 @@ class Suite(_Strict):
         default_factory=dict,
         description="Prices by model id (US dollars per million tokens), winning over genai-prices.",
     )
-    test_cases: list[TestCase]
+    test_cases: list[TestCase] = Field(
+        default_factory=list,
+        description="The test cases written in the suite file (run before test_cases_file's).",
+    )
+    test_cases_file: str | None = Field(
+        default=None,
+        description=(
+            "A JSON Lines file of test cases (one JSON object per line, the schema of a "
+            "test_cases item), relative to the suite file; read as a stream, after test_cases."
+        ),
+    )
+    """Where the loader reads more test cases from. Code after the loader never reads
+    ``test_cases`` itself: ``LoadedSuite.cases`` holds every test case of the suite, the
+    written ones and the file's (:mod:`multiturn_eval.case_source`)."""
 
     @field_validator("test_cases")
     @classmethod
@@ -176,6 +198,15 @@ class Suite(_Strict):
         if not value:
             raise ValueError("is empty; a suite needs at least one test case")
         return value
+
+    @model_validator(mode="after")
+    def _has_cases(self) -> Suite:
+        if self.test_cases_file is None and "test_cases" not in self.model_fields_set:
+            raise at_path(
+                ("test_cases",),
+                "required key missing (or test_cases_file: a JSON Lines file of test cases)",
+            )
+        return self
 
     @field_validator("evaluations")
     @classmethod

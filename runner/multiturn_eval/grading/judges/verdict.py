@@ -21,6 +21,7 @@ from typing import Any
 
 from ...backends.chat import quote
 from ...errors import VerdictProblem
+from ...sanitize import json_kind
 
 excerpt = quote
 """A short, single-line ``repr`` of a reply's text or object (the chat core's)."""
@@ -66,27 +67,11 @@ class Verdict:
         return float(self.raw)
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def check_verdict(data: Any, scale: str) -> Verdict:
     """``data`` as a :class:`Verdict`; VerdictProblem says what does not fit."""
     key = "verdict" if scale == "pass_fail" else "score"
     if not isinstance(data, dict):
-        raise VerdictProblem(f"the verdict is {_kind(data)}, not an object: {excerpt(data)}")
+        raise VerdictProblem(f"the verdict is {json_kind(data)}, not an object: {excerpt(data)}")
     missing = [k for k in (key, "reason") if k not in data]
     if missing:
         raise VerdictProblem(f"the verdict has no {missing[0]!r}: {excerpt(data)}")
@@ -96,7 +81,7 @@ def check_verdict(data: Any, scale: str) -> Verdict:
     reason = data["reason"]
     if not isinstance(reason, str) or not reason.strip():
         raise VerdictProblem(
-            f"the verdict's reason is {_kind(reason) if reason != '' else 'empty'}, "
+            f"the verdict's reason is {json_kind(reason) if reason != '' else 'empty'}, "
             f"not text: {excerpt(data)}"
         )
     value = data[key]
@@ -107,7 +92,7 @@ def check_verdict(data: Any, scale: str) -> Verdict:
             )
         return Verdict(scale, value, reason.strip())
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise VerdictProblem(f"the score is {_kind(value)}, not a number: {excerpt(data)}")
+        raise VerdictProblem(f"the score is {json_kind(value)}, not a number: {excerpt(data)}")
     low, high = (0.0, 1.0) if scale == "0-1" else (1.0, 5.0)
     if not low <= value <= high:
         raise VerdictProblem(

@@ -125,6 +125,8 @@ class ToolNameUse:
     where: str
     """e.g. ``test_cases[2] turns[0].expected_tools[1]``."""
     line: int | None = None
+    file: str | None = None
+    """The file it is written in (None: the suite file; else its ``test_cases_file``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,21 +218,25 @@ def tool_name_uses(loaded: LoadedSuite) -> list[ToolNameUse]:
     """Every tool name the suite's checks use: each turn's ``expected_tools`` and
     ``forbidden_tools``, each case's ``conversation_tools``, with where they are."""
     uses: list[ToolNameUse] = []
-    for i, case in enumerate(loaded.suite.test_cases):
+    for i in range(len(loaded.cases)):
+        case = loaded.cases.materialize(i)  # a line of the test_cases_file is read back
+        found: list[tuple[str, Literal["expected", "forbidden"], str, int | None]] = []
         for t, turn in enumerate(case.effective_turns()):
             at = f"test_cases[{i}]" if case.is_legacy else f"test_cases[{i}].turns[{t}]"
             line = loaded.turn_line(i, t)
             for j, tool in enumerate(turn.tools):
-                uses.append(ToolNameUse(tool.name, "expected", f"{at}.expected_tools[{j}]", line))
+                found.append((tool.name, "expected", f"{at}.expected_tools[{j}]", line))
             for j, name in enumerate(turn.forbidden_tools or ()):
-                uses.append(ToolNameUse(name, "forbidden", f"{at}.forbidden_tools[{j}]", line))
+                found.append((name, "forbidden", f"{at}.forbidden_tools[{j}]", line))
         checks = case.conversation_tools
         if checks is not None:
             at, line = f"test_cases[{i}].conversation_tools", loaded.case_line(i)
             for j, tool in enumerate(checks.tools):
-                uses.append(ToolNameUse(tool.name, "expected", f"{at}.expected_tools[{j}]", line))
+                found.append((tool.name, "expected", f"{at}.expected_tools[{j}]", line))
             for j, name in enumerate(checks.forbidden_tools or ()):
-                uses.append(ToolNameUse(name, "forbidden", f"{at}.forbidden_tools[{j}]", line))
+                found.append((name, "forbidden", f"{at}.forbidden_tools[{j}]", line))
+        file = loaded.cases.file_of(i)
+        uses.extend(ToolNameUse(*use, file=file) for use in found)
     return uses
 
 
@@ -267,7 +273,7 @@ def check_issues(loaded: LoadedSuite, found: McpCheck) -> list[ConfigIssue]:
     """What ``validate --mcp`` found wrong, located (exit 2)."""
     issues = [i for error in found.server_errors for i in server_issues(loaded, error)]
     issues.extend(
-        ConfigIssue(message, file=loaded.display_path, line=use.line, field=use.where)
+        ConfigIssue(message, file=use.file or loaded.display_path, line=use.line, field=use.where)
         for use, message in found.name_problems
     )
     return issues
