@@ -52,17 +52,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
 from bench.reliability.signals import (
-    HANG_AFTER,
     REACH_WITHIN,
     ROOT,
     SIGNALS,
-    TRACEBACK,
     Row,
     Trial,
     caught,
     check_reports,
     scenario,
     table,
+    wait_for_exit,
 )
 
 #: gdb's part: stop at clock_nanosleep once the marker exists, signal, detach
@@ -153,17 +152,7 @@ def run_race(signame: str, work: Path, mode: str, within: float) -> Trial:
             proc.wait()
             trial.bad_reports.append(problem)
             return trial
-        try:
-            trial.exit_code = proc.wait(timeout=HANG_AFTER)
-        except subprocess.TimeoutExpired:
-            trial.hang = True
-            proc.kill()
-            proc.wait()
-        trial.seconds = time.monotonic() - sent
-        stdout.seek(0)
-        stderr.seek(0)
-        trial.stdout, trial.stderr = stdout.read(), stderr.read()
-    trial.traceback = TRACEBACK in trial.stderr or TRACEBACK in trial.stdout
+        wait_for_exit(trial, proc, sent, stdout, stderr)
     check_reports(trial, work / "out")
     return trial
 

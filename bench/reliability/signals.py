@@ -58,6 +58,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script
@@ -324,19 +325,27 @@ def run_trial(phase: str, signame: str, work: Path) -> Trial:
         if plan.second_signal:
             time.sleep(0.1)
             os.kill(proc.pid, sig)
-        try:
-            trial.exit_code = proc.wait(timeout=HANG_AFTER)
-        except subprocess.TimeoutExpired:
-            trial.hang = True
-            proc.kill()
-            proc.wait()
-        trial.seconds = time.monotonic() - sent
-        stdout.seek(0)
-        stderr.seek(0)
-        trial.stdout, trial.stderr = stdout.read(), stderr.read()
-    trial.traceback = TRACEBACK in trial.stderr or TRACEBACK in trial.stdout
+        wait_for_exit(trial, proc, sent, stdout, stderr)
     check_reports(trial, work / "out", need_reports=not plan.second_signal)
     return trial
+
+
+def wait_for_exit(
+    trial: Trial, proc: subprocess.Popen[Any], sent: float, stdout: IO[str], stderr: IO[str]
+) -> None:
+    """The signalled run's end: its exit code (a hang after :data:`HANG_AFTER` is killed),
+    the seconds from the signal, its output and whether a traceback is in it."""
+    try:
+        trial.exit_code = proc.wait(timeout=HANG_AFTER)
+    except subprocess.TimeoutExpired:
+        trial.hang = True
+        proc.kill()
+        proc.wait()
+    trial.seconds = time.monotonic() - sent
+    stdout.seek(0)
+    stderr.seek(0)
+    trial.stdout, trial.stderr = stdout.read(), stderr.read()
+    trial.traceback = TRACEBACK in trial.stderr or TRACEBACK in trial.stdout
 
 
 @dataclass
