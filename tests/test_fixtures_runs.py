@@ -392,6 +392,27 @@ def test_repeat_3_records_one_file_per_run_and_a_fourth_run_misses(project: Proj
     )
 
 
+def test_merge_of_replayed_shards_keeps_the_runs_fixtures_summary(project: Project) -> None:
+    """Sharded replay (the Action's matrix), then merge: the merged report's
+    ``run.fixtures`` counts every shard's calls, as a one-job replay would."""
+    project.write("suite.yaml", echo_suite(4))
+    record_echo(project)
+    with no_network():
+        whole = project.run("run", "suite.yaml", "--fixtures", "replay", "-o", "whole", env={})
+        for shard in (1, 2):
+            one = project.run(
+                "run", "suite.yaml", "--fixtures", "replay", "--shard", f"{shard}/2",
+                "-o", f"shard-{shard}", env={},
+            )  # fmt: skip
+            assert one.code == 0, one.out + one.err
+            assert 0 < one.report["run"]["fixtures"]["replayed"] < 8
+    merged = project.run("merge", "shard-1/report.json", "shard-2/report.json", "-o", "merged")
+    assert merged.code == 0, merged.out + merged.err
+    fixtures = json.loads((project.root / "merged" / "report.json").read_text())["run"]["fixtures"]
+    assert fixtures == whole.report["run"]["fixtures"]
+    assert fixtures["replayed"] == 8 and fixtures["mode"] == "replay"
+
+
 def test_record_of_an_unchanged_conversation_rewrites_no_byte(project: Project) -> None:
     project.write("suite.yaml", echo_suite(2))
     folder = project.root / "fixtures" / "suite"

@@ -360,3 +360,39 @@ def test_a_python_simulators_own_httpx_calls_are_the_users_and_diverge_likewise(
     [error] = [e for e in case["errors"] if "diverged" in e]
     assert "turn 2, user call 2 (POST /v1/messages): diverged at turn 2: " in error
     assert 'recorded "customer, after: REPLY# one" / now "customer, after: REPLY# uno"' in error
+
+
+# ------------------------------------------------------------------------ fixtures check
+
+
+def test_fixtures_check_knows_the_simulated_users_and_the_fidelity_judges_models(
+    project: Project,
+) -> None:
+    """A simulated case's fixture holds the simulator's calls (side user) and the fidelity
+    judge's (side judge): ``fixtures check`` expects those models, so a fresh recording
+    is clean and a changed simulator or judge model is a finding before any replay."""
+    project.write("suite.yaml", suite(fidelity=True))
+    with fa.FakeAnthropic(play()) as fake:
+        recorded = project.run("run", "suite.yaml", "--fixtures", "record", env=env_of(fake))
+    assert recorded.code == 0, recorded.out + recorded.err
+    clean = project.run("fixtures", "check", "suite.yaml", env=KEYLESS)
+    assert clean.code == 0, clean.out + clean.err
+    for old, new, side in [
+        (
+            "user_simulator: {backend: anthropic, model: claude-haiku-4-5",
+            "user_simulator: {backend: anthropic, model: claude-sonnet-4-5",
+            "user",
+        ),
+        (
+            "judge: {backend: anthropic, model: claude-haiku-4-5}",
+            "judge: {backend: anthropic, model: claude-sonnet-4-5}",
+            "judge",
+        ),
+    ]:
+        project.write("suite.yaml", suite(fidelity=True).replace(old, new))
+        changed = project.run("fixtures", "check", "suite.yaml", env=KEYLESS)
+        assert changed.code == 1, changed.out + changed.err
+        assert (
+            f"recorded with {side} model claude-haiku-4-5; the suite now uses claude-sonnet-4-5"
+            in changed.out
+        ), changed.out

@@ -57,6 +57,17 @@ def case_models(loaded: LoadedSuite, index: int) -> dict[str, set[str]]:
     for evaluation in case.conversation_evaluations or []:
         if isinstance(evaluation, JudgeEvaluation):
             judges.add(str(merge_levels(suite.judge, case.judge, evaluation.judge).get("model")))
+    plan = loaded.simulations.get(index)
+    if plan is not None:  # a simulated case: its simulated turns' judges, fidelity, simulator
+        level = case.evaluations if case.evaluations is not None else suite.evaluations
+        for evaluation in level:  # as the loader counts them (ground-truth judges skip them)
+            if isinstance(evaluation, JudgeEvaluation) and evaluation.use_ground_truth is not True:
+                merged = merge_levels(suite.judge, case.judge, evaluation.judge)
+                judges.add(str(merged.get("model")))
+        if plan.fidelity:
+            judges.add(str(merge_levels(suite.judge, case.judge).get("model")))
+        if plan.simulator.model:  # None: a python simulator (its calls are its own)
+            models["user"] = {plan.simulator.model}
     if judges:
         models["judge"] = judges
     return models

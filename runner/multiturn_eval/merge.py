@@ -38,7 +38,7 @@ from typing import Any, TextIO
 
 from .errors import ConfigError, ConfigIssue, ReportFormatError
 from .exit_codes import EXIT_OK
-from .results import CaseResult, McpServerRun, Report, RunInfo, SpendCap
+from .results import CaseResult, McpServerRun, Report, RunFixtures, RunInfo, SpendCap
 from .rollup import summarize
 
 
@@ -166,11 +166,18 @@ def merge_reports(shards: Sequence[tuple[str, Report]], *, allow_partial: bool =
             results.append(result)
     results.sort(key=lambda r: (order.get(r.suite, len(order)), r.suite, r.index))
     return Report(
-        run=_merged_run(shards, missing, total), summary=summarize(results), results=results
+        run=_merged_run(shards, missing, total, results),
+        summary=summarize(results),
+        results=results,
     )
 
 
-def _merged_run(shards: Sequence[tuple[str, Report]], missing: list[int], total: int) -> RunInfo:
+def _merged_run(
+    shards: Sequence[tuple[str, Report]],
+    missing: list[int],
+    total: int,
+    results: Sequence[CaseResult],
+) -> RunInfo:
     first = shards[0][1].run
     starts = [(t, r.run.started_at) for _, r in shards if (t := _time(r.run.started_at))]
     ends = [(t, r.run.finished_at) for _, r in shards if (t := _time(r.run.finished_at))]
@@ -210,7 +217,21 @@ def _merged_run(shards: Sequence[tuple[str, Report]], missing: list[int], total:
         missing_shards=missing or None,
         spend_cap=_merged_cap(shards),
         mcp_servers=_merged_servers(shards),
+        fixtures=_merged_fixtures(shards, results),
     )
+
+
+def _merged_fixtures(
+    shards: Sequence[tuple[str, Report]], results: Sequence[CaseResult]
+) -> RunFixtures | None:
+    """``run.fixtures`` of the merged run: computed again from every shard's test cases
+    (each carries its fixture block), with the shards' modes and roots."""
+    used = [r.run.fixtures for _, r in shards if r.run.fixtures is not None]
+    if not used:
+        return None
+    from .fixtures.outcome import run_fixtures
+
+    return run_fixtures(results, [f.mode for f in used], [f.dir for f in used])
 
 
 def _merged_servers(shards: Sequence[tuple[str, Report]]) -> list[McpServerRun] | None:
