@@ -1,0 +1,139 @@
+"""Test-case results kept in a file instead of in memory (issue 23: memory flat in cases).
+
+A finished :class:`~multiturn_eval.results.CaseResult` is about 10-100 KB as a
+pydantic model; 50,000 of them do not fit a CI runner. What stays in memory is
+where each result's JSON text lies in a file (two machine integers a case), and
+a result is read back and validated when someone asks for it.
+
+- :class:`ResultFile` is an append-only file of JSON texts (the run's
+  ``results.jsonl`` journal, one result a line; or a private spool file).
+- :class:`StoredResults` is a read-only :class:`~collections.abc.Sequence` of
+  results over spans of one file, in the order the spans are given (the run's
+  plan order, whatever order the results finished in). It can stand in for the
+  ``results`` list of a :class:`~multiturn_eval.results.Report` built with
+  ``Report.model_construct``: code that iterates or indexes ``report.results``
+  works unchanged, and reads one result at a time.
+
+Iterating reads the file sequentially through one handle; each pass re-reads
+and re-validates (nothing is cached, so a pass over 50,000 cases holds one).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import BinaryIO, overload
+
+from .results import CaseResult
+
+#: one stored result's bytes -> the result
+Parse = Callable[[bytes], CaseResult]
+
+
+class ResultFile:
+    """An append-only file of result texts; :meth:`append` returns where each one lies."""
+
+    def __init__(self, path: Path, *, truncate: bool = True) -> None:
+        self.path = path
+        self._handle = path.open("w+b" if truncate else "a+b")
+        self._handle.seek(0, os.SEEK_END)
+        self._end = self._handle.tell()
+        self._lock = threading.Lock()
+
+    def append(self, text: str, newline: bool = True) -> tuple[int, int]:
+        """Write ``text`` (UTF-8, then a newline) and flush; (offset, length) of ``text``."""
+        data = text.encode("utf-8", "surrogatepass")
+        with self._lock:
+            offset = self._end
+            self._handle.write(data + b"\n" if newline else data)
+            self._handle.flush()
+            self._end = self._handle.tell()
+        return offset, len(data)
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+class Spans:
+    """(offset, length) pairs in compact arrays: 16 bytes a result."""
+
+    __slots__ = ("lengths", "offsets")
+
+    def __init__(self, pairs: Iterable[tuple[int, int]] = ()) -> None:
+        self.offsets = array("q")
+        self.lengths = array("q")
+        for offset, length in pairs:
+            self.add(offset, length)
+
+    def add(self, offset: int, length: int) -> None:
+        self.offsets.append(offset)
+        self.lengths.append(length)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, index: int) -> tuple[int, int]:
+        return self.offsets[index], self.lengths[index]
+
+
+def _read(handle: BinaryIO, offset: int, length: int) -> bytes:
+    if handle.tell() != offset:
+        handle.seek(offset)
+    data = handle.read(length)
+    if len(data) != length:
+        raise OSError(f"result file truncated at byte {offset + len(data)}")
+    return data
+
+
+class StoredResults(Sequence[CaseResult]):
+    """The results at ``spans`` of ``path``, read and validated one at a time.
+
+    ``parse`` turns one span's bytes into a result (default: exact validation of
+    the runner's own JSON; a report written by another version needs its unknown
+    keys dropped first, see :mod:`multiturn_eval.reports.reader`).
+    """
+
+    def __init__(self, path: Path, spans: Spans, parse: Parse | None = None) -> None:
+        self.path = path
+        self.spans = spans
+        self.parse: Parse = parse or CaseResult.model_validate_json
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    @overload
+    def __getitem__(self, index: int) -> CaseResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
+    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
+        if isinstance(index, slice):
+            picked = Spans(self.spans[i] for i in range(*index.indices(len(self))))
+            return StoredResults(self.path, picked, self.parse)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        offset, length = self.spans[index]
+        with self.path.open("rb") as handle:
+            return self.parse(_read(handle, offset, length))
+
+    def __iter__(self) -> Iterator[CaseResult]:
+        if not len(self):
+            return
+        with self.path.open("rb") as handle:
+            for i in range(len(self)):
+                offset, length = self.spans[i]
+                yield self.parse(_read(handle, offset, length))
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+
+def stored(
+    path: Path, spans: Iterable[tuple[int, int]] | Spans, parse: Parse | None = None
+) -> StoredResults:
+    """:class:`StoredResults` over ``spans`` (any (offset, length) pairs)."""
+    return StoredResults(path, spans if isinstance(spans, Spans) else Spans(spans), parse)
