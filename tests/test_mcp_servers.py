@@ -738,20 +738,30 @@ def test_no_process_outlives_its_case_grandchildren_included() -> None:
 
 
 @pytest.mark.parametrize(
-    ("sig", "stall"),
+    ("sig", "stall", "twice"),
     [
-        (signal.SIGTERM, False),
-        (signal.SIGINT, False),
-        (signal.SIGTERM, True),
-        (signal.SIGKILL, False),
+        (signal.SIGTERM, False, False),
+        (signal.SIGINT, False, False),
+        (signal.SIGTERM, True, False),
+        (signal.SIGTERM, True, True),
+        (signal.SIGINT, True, True),
+        (signal.SIGKILL, False, False),
     ],
-    ids=["SIGTERM", "SIGINT", "SIGTERM-loop-blocked", "SIGKILL"],
+    ids=[
+        "SIGTERM",
+        "SIGINT",
+        "SIGTERM-loop-blocked",
+        "SIGTERM-twice-loop-blocked",
+        "SIGINT-twice-loop-blocked",
+        "SIGKILL",
+    ],
 )
 def test_a_runner_stopped_mid_call_leaves_no_server_process(
-    sig: signal.Signals, stall: bool
+    sig: signal.Signals, stall: bool, twice: bool
 ) -> None:
     """SIGTERM and SIGINT: every server and grandchild, also when the loop is blocked and the
-    watchdog ends the process (os._exit); SIGKILL: the servers (they die with the runner)."""
+    watchdog ends the process (os._exit), and when a second signal does (the exit that first
+    brings report.json up to date); SIGKILL: the servers (they die with the runner)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "runner"), str(ROOT)])}
     if stall:
         env["SIGNAL_RUNNER_STALL"] = "1"
@@ -771,6 +781,9 @@ def test_a_runner_stopped_mid_call_leaves_no_server_process(
         assert len(servers) == 3 and all(alive(p) for p in servers + children)
         time.sleep(0.3)  # every case is inside its hanging call
         runner.send_signal(sig)
+        if twice:  # before the watchdog's grace ends: the second signal's exit ends the process
+            time.sleep(0.1)
+            runner.send_signal(sig)
         code = runner.wait(30)
     finally:
         if runner.poll() is None:

@@ -245,7 +245,7 @@ class InterruptGuard:
                 catch_up(time.monotonic() + self.exit_limit)
             except BaseException as exc:  # nothing may stop the exit
                 _write_stderr(f"multiturn-eval: could not bring report.json up to date: {exc!r}\n")
-        os._exit(EXIT_INCOMPLETE)  # no flush: stdout's lock may be held by a blocked main thread
+        _hard_exit()  # the hooks first: no MCP server process outlives the runner
 
     def _watch(self) -> None:
         assert self._pair is not None
