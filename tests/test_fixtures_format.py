@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from multiturn_eval.errors import ConfigError
+from multiturn_eval.errors import CaseReadError, ConfigError
 from multiturn_eval.fixtures import VOLATILE_FIELDS, canonical_request, case_slugs, read_fixture
 from multiturn_eval.fixtures.canonical import Body, decode_body
 from multiturn_eval.fixtures.format import (
@@ -646,3 +646,13 @@ def test_loading_can_check_every_fixture_without_holding_them(tmp_path: Path) ->
     path.write_text("{broken\n")
     with pytest.raises(ConfigError):
         suite_fixtures(tmp_path, "replay").load([0], keep=False)
+    # damaged between the check and its case's turn: that case's error, not the run's
+    path = record_case(tmp_path, [anthropic_body("hi")])
+    checked = suite_fixtures(tmp_path, "replay")
+    checked.load([0], keep=False)
+    path.write_text("{broken\n")
+    with pytest.raises(
+        CaseReadError,
+        match=r"^fixtures/support/refund-flow.jsonl:1: not JSON.*changed during the run\)$",
+    ):
+        checked.cassette(0)
