@@ -49,6 +49,7 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -544,3 +545,8 @@ def render_html(report: Report) -> str:
         "data": Markup(_turn_data(report)),
     }
     return _template().render(page)
+
+
+def stream_html(report: Report) -> Iterator[str]:
+    """:func:`render_html`'s text in pieces."""
+    yield render_html(report)

@@ -42,6 +42,7 @@ whole.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 
 from ..results import CaseResult, Report, TurnResult
 from . import _view as v
@@ -243,3 +244,8 @@ def render_junit(report: Report) -> str:
             _testcase(suite, case, regressed.get((case.suite, case.index)))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def stream_junit(report: Report) -> Iterator[str]:
+    """:func:`render_junit`'s text in pieces."""
+    yield render_junit(report)

@@ -51,6 +51,7 @@ repeats render exactly as before.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -697,3 +698,8 @@ def render_markdown(report: Report) -> str:
         else:
             blocks.pop()
         shown -= 1
+
+
+def stream_markdown(report: Report) -> Iterator[str]:
+    """:func:`render_markdown`'s text in pieces."""
+    yield render_markdown(report)
