@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, overload
 
 from .results import CaseResult
 from .stored import ResultFile
+from .stored import _read as read_span
 
 if TYPE_CHECKING:
     from .reports.writer import OnDisk
@@ -209,11 +210,7 @@ class RunResults(Sequence[CaseResult]):
         if offset < 0:
             return self._made(i)
         assert handle is not None
-        handle.seek(offset)
-        data = handle.read(self.lengths[i])
-        if len(data) != self.lengths[i]:
-            raise OSError(f"{self.store.path}: result file truncated at byte {offset + len(data)}")
-        return _parse(data)
+        return _parse(read_span(handle, offset, self.lengths[i]))
 
     @overload
     def __getitem__(self, index: int) -> CaseResult: ...
