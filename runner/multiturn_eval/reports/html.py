@@ -454,22 +454,17 @@ def _shown(report: Report, plan: _Plan) -> Iterator[tuple[int, CaseResult]]:
         yield from enumerate(report.results)
 
 
-def _turn_data(report: Report, plan: _Plan) -> Iterator[str]:
-    """The shown cases' turns as a JSON array, safe inside ``<script type="application/json">``."""
-    yield "["
-    for n, (_, case) in enumerate(_shown(report, plan)):
-        turns = case.all_turns()
-        try:
-            raw = _CASE_TURNS.dump_json(turns, exclude_none=True).decode("utf-8")
-        except PydanticSerializationError:  # lone surrogates from an agent: not UTF-8
-            raw = json.dumps(
-                _CASE_TURNS.dump_python(turns, mode="json", exclude_none=True),
-                ensure_ascii=False,
-            )
-            raw = _SURROGATES.sub("\ufffd", raw)
-        raw = raw.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-        yield ("," if n else "") + raw
-    yield "]"
+def _turn_json(case: CaseResult) -> str:
+    """A case's turns as JSON, safe inside ``<script type="application/json">``."""
+    turns = case.all_turns()
+    try:
+        raw = _CASE_TURNS.dump_json(turns, exclude_none=True).decode("utf-8")
+    except PydanticSerializationError:  # lone surrogates from an agent: not UTF-8
+        raw = json.dumps(
+            _CASE_TURNS.dump_python(turns, mode="json", exclude_none=True), ensure_ascii=False
+        )
+        raw = _SURROGATES.sub("\ufffd", raw)
+    return raw.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
 def _line_view(case: CaseResult) -> dict[str, str]:
@@ -573,6 +568,8 @@ def stream_html(report: Report) -> Iterator[str]:
     plan = _plan(report)
     changes, delta, by_key = _baseline_view(report)
 
+    data: list[str] = []  # each shown case's turns, written after the rows
+
     def cases() -> Iterator[dict[str, Any]]:
         budget, chat_budget = [STATIC_RUN_TURNS], [CHAT_TURNS]
         for n, (i, case) in enumerate(_shown(report, plan)):
@@ -588,6 +585,7 @@ def stream_html(report: Report) -> Iterator[str]:
                 if case.repeat.flaky:
                     view["stats"] += " · flaky"
             _change(view, case, by_key)
+            data.append(_turn_json(case))  # the shown cases only: at most FULL_CASES
             yield view
 
     turns = [f"{s.turns.passed:,} passed"]
@@ -657,11 +655,12 @@ def stream_html(report: Report) -> Iterator[str]:
         "data": Markup(_DATA_MARK),
     }
     for piece in _template().generate(page):
-        if _DATA_MARK in piece:  # the turn data, streamed in its place
+        if _DATA_MARK in piece:  # the shown cases' turns, gathered as their rows were made
             before, _, after = piece.partition(_DATA_MARK)
-            yield before
-            yield from _turn_data(report, plan)
-            yield after
+            yield before + "["
+            for n, turns in enumerate(data):
+                yield ("," if n else "") + turns
+            yield "]" + after
         else:
             yield piece
 
