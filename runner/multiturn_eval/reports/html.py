@@ -572,8 +572,8 @@ def stream_html(report: Report) -> Iterator[str]:
 
     def cases() -> Iterator[dict[str, Any]]:
         budget, chat_budget = [STATIC_RUN_TURNS], [CHAT_TURNS]
-        for n, (i, case) in enumerate(_shown(report, plan)):
-            view = _case_view(case, n, i in plan.static)
+        for i, case in _shown(report, plan):
+            view = _case_view(case, i, i in plan.static)  # id="case-<position in the report>"
             view["chat"] = _chat(case, chat_budget)
             repeat = _repeat_view(case, budget)
             if repeat is not None:
@@ -585,7 +585,8 @@ def stream_html(report: Report) -> Iterator[str]:
                 if case.repeat.flaky:
                     view["stats"] += " · flaky"
             _change(view, case, by_key)
-            data.append(_turn_json(case))  # the shown cases only: at most FULL_CASES
+            # the shown cases only (at most FULL_CASES); a large report's by position
+            data.append(f'"{i}":{_turn_json(case)}' if plan.large else _turn_json(case))
             yield view
 
     turns = [f"{s.turns.passed:,} passed"]
@@ -657,10 +658,13 @@ def stream_html(report: Report) -> Iterator[str]:
     for piece in _template().generate(page):
         if _DATA_MARK in piece:  # the shown cases' turns, gathered as their rows were made
             before, _, after = piece.partition(_DATA_MARK)
-            yield before + "["
-            for n, turns in enumerate(data):
-                yield ("," if n else "") + turns
-            yield "]" + after
+            # an array of every case's turns, or for a large report an object of the
+            # shown ones' by position (the script reads data[i] either way)
+            opening, closing = "{}" if plan.large else "[]"
+            yield before + opening
+            for n, shown in enumerate(data):
+                yield ("," if n else "") + shown
+            yield closing + after
         else:
             yield piece
 
