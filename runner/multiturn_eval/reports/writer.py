@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import overload
 
 from .._version import __version__
 from ..environment import RunEnvironment
@@ -177,7 +178,13 @@ class RedactedResults(Sequence[CaseResult]):
     def __len__(self) -> int:
         return len(self.results)
 
-    def __getitem__(self, index: int) -> CaseResult:  # type: ignore[override]
+    @overload
+    def __getitem__(self, index: int) -> CaseResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
+    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
+        if isinstance(index, slice):
+            return [self._clean(case) for case in self.results[index]]
         return self._clean(self.results[index])
 
     def __iter__(self) -> Iterator[CaseResult]:
