@@ -11,11 +11,13 @@
   and reason.
 - **Bounded at 50,000 test cases**: up to :data:`FULL_CASES` test cases every
   case has its row; beyond, failures first: the first :data:`DETAILED_FAILURES`
-  failing cases have their full row (with static details for readers without
-  JavaScript), the other failing ones a line each (their first failure), and
-  the passing and not-run cases are counted per suite (all are in
-  ``report.json`` and ``junit.xml``): about 25 MB at 50,000 failing six-turn
-  cases. The page is streamed, each row built as its case is read.
+  failing cases have their full row (its summary line readable without
+  JavaScript, static turns within :data:`STATIC_TURNS` as for any page), the
+  other failing ones a line each (their first failure, plain HTML), and the
+  passing and not-run cases are counted per suite (all are in ``report.json``
+  and ``junit.xml``): 23 MB at 50,000 failing six-turn cases. Row ids stay the
+  case's position in the report. The page is streamed, each row built as its
+  case is read.
 - **Fast with thousands of test cases**: turn details are embedded once as
   JSON (``<script type="application/json">``, with ``<``, ``>`` and ``&``
   written as ``\\u003c`` etc. so no ``</script>`` can end it) and drawn when a
