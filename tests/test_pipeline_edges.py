@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from multiturn_eval import stored
 from multiturn_eval.errors import ConfigError
-from multiturn_eval.reports import writer
 from multiturn_eval.reports.reader import load_report, parse_report
 from multiturn_eval.run import RunOptions, run_suites
 from multiturn_eval.secrets import Redactor
@@ -60,22 +60,29 @@ def test_a_report_dir_the_os_refuses_is_a_usage_error(mixed: Path, report_dir: s
 def test_a_full_disk_under_the_progress_files_does_not_stop_the_run(
     mixed: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = writer.ProgressWriter.case_finished
+    """results.jsonl is the run's store: once it cannot be written, the results that
+    finish later are kept in memory, and every report still holds every test case."""
+    real = stored.ResultFile.append
     calls = {"n": 0}
 
-    def failing(self: writer.ProgressWriter, result: object) -> None:
+    def failing(self: stored.ResultFile, text: str, newline: bool = True) -> tuple[int, int]:
         calls["n"] += 1
-        if calls["n"] == 2:
-            assert self._journal is not None
-            monkeypatch.setattr(self._journal, "write", _raise_enospc)
-        real(self, result)  # type: ignore[arg-type]
+        if calls["n"] >= 2:
+            raise OSError(28, "No space left on device")
+        return real(self, text, newline)
 
-    monkeypatch.setattr(writer.ProgressWriter, "case_finished", failing)
+    monkeypatch.setattr(stored.ResultFile, "append", failing)
     outcome = run_suites(["mixed.yaml"], RunOptions(report_dir="out"), {})
     assert outcome.exit_code == 1  # the verdict, not 3
     assert outcome.report.run.complete
-    assert len(outcome.report.results) == 4
+    assert [c.name for c in outcome.report.results] == [
+        "legacy-pass",
+        "legacy-fail",
+        "multi",
+        "bug",
+    ]
     assert any("progress files stopped: No space left on device" in w for w in outcome.warnings)
+    assert len((mixed / "out" / "results.jsonl").read_text().splitlines()) == 1
     assert load_report(mixed / "out" / "report.json") == outcome.report
 
 

@@ -115,7 +115,7 @@ def test_the_report_dump_is_the_same_bytes_as_one_pydantic_dump(
     shutil.copy(DATA / "mixed.yaml", tmp_path / "mixed.yaml")
     monkeypatch.chdir(tmp_path)
     report = run_suites(["mixed.yaml"], RunOptions(report_dir="out"), env).report
-    report.results = report.results * 7  # legacy and multi-turn cases, interleaved
+    report.results = list(report.results) * 7  # legacy and multi-turn cases, interleaved
     exclude: dict[str, object] = {
         "results": {i: _case_exclude(c) for i, c in enumerate(report.results)}
     }

@@ -5,6 +5,7 @@
     python bench/reliability/load.py --old-root /path/to/an/old/checkout   # old vs new, one run
     python bench/reliability/load.py --jsonl         # the cases from a JSON Lines file
     python bench/reliability/load.py --jsonl --validate   # `validate` alone, no run
+    python bench/reliability/load.py --jsonl --slope 200,1000   # CI: fails above 3 KiB a case
 
 Each size runs ``multiturn-eval run`` in a fresh process (zero-latency python
 agent, two evaluators and one tool assertion per turn, all four reports) and
@@ -13,6 +14,10 @@ holds every case. The figures go in bench/reliability/README.md. ``--quick``
 (what CI runs through tests/test_reliability_harnesses.py) uses small sizes and
 checks only that every run completes with every case reported: timings are
 never asserted.
+
+``--slope A,B`` runs sizes A and B only and fails (exit 1) when the peak RSS
+per case between them, (RSS(B) - RSS(A)) / (B - A), is above 3 KiB: the
+memory of a run must not grow with its test cases (issue 23; ``.ci/run``).
 
 ``--jsonl`` puts the same cases in a JSON Lines file the suite names
 (``test_cases_file:``) instead of one YAML document; ``--validate`` measures
@@ -36,6 +41,8 @@ sys.path.insert(0, str(ROOT))
 from bench.core import write_jsonl_suite, write_suite  # noqa: E402
 
 TURNS = 6
+#: ``--slope``: the most peak RSS a test case may add (issue 23: under 3 KB a case)
+SLOPE_LIMIT = 3 * 1024
 
 #: measures one CLI run from a wrapper process, so peak RSS is that run's own
 _WRAPPER = """
@@ -99,8 +106,13 @@ def main() -> int:
     parser.add_argument("--old-root", type=Path, help="a checkout to compare with (ratio)")
     parser.add_argument("--jsonl", action="store_true", help="the cases in a JSON Lines file")
     parser.add_argument("--validate", action="store_true", help="measure validate, not a run")
+    parser.add_argument(
+        "--slope", metavar="A,B", help=f"sizes A and B; fail above {SLOPE_LIMIT:,} bytes a case"
+    )
     args = parser.parse_args()
     sizes = [300, 1200] if args.quick else [int(s) for s in args.sizes.split(",")]
+    if args.slope:
+        sizes = [int(s) for s in args.slope.split(",")]
     roots = [("new", ROOT)] + ([("old", args.old_root)] if args.old_root else [])
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -136,6 +148,9 @@ def main() -> int:
         if large > small:
             slope = (high - low) / (large - small) * 1024
             print(f"peak RSS per case, {small:,} to {large:,}: {slope:,.0f} bytes")
+            if args.slope and slope > SLOPE_LIMIT:
+                print(f"FAIL: above {SLOPE_LIMIT:,} bytes a case: the run holds its results")
+                failures += 1
         if "old" in results:
             ratios = [n / o for n, o in zip(new, results["old"], strict=True)]
             print("new / old CPU per turn: " + ", ".join(f"{r:.2f}" for r in ratios))

@@ -123,12 +123,39 @@ def case_outcome(
     return "failed"
 
 
-def summarize(results: Sequence[CaseResult]) -> Summary:
+class _Sum:
+    """A running sum of the known values (None until one is known), added in order."""
+
+    __slots__ = ("total",)
+
+    def __init__(self) -> None:
+        self.total: float | None = None
+
+    def add(self, value: float | None) -> None:
+        if value is not None:
+            self.total = (0 if self.total is None else self.total) + value
+
+
+def summarize(results: Iterable[CaseResult]) -> Summary:
+    """The run's totals, in one pass over ``results`` keeping counters and running sums.
+
+    ``results`` may be read from a file one at a time (:mod:`.stored`): no
+    result, and no list as long as the results, is kept (issue 23). Sums are
+    added in result order, so they equal the sums over a list of the same results.
+    """
     turns = TurnCounts()
     metrics: dict[str, MetricSummary] = {}
-    metric_scores: dict[str, list[float]] = {}
-    passed = failed = skipped = errored = 0
+    metric_scores: dict[str, list[float]] = {}  # [sum, count] a metric
+    passed = failed = skipped = errored = total = 0
+    token_usage = TokenUsage.sum([])
+    cost, judge_cost, user_cost = _Sum(), _Sum(), _Sum()
+    judge_usage: TokenUsage | None = None
+    user_usage: TokenUsage | None = None
+    # pass^K / pass@K: counts over the repeated cases and over the cases that ran once
+    repeated = repeat_runs = repeat_all = repeat_any = flaky = invalid = runs_per_case = 0
+    once_ran = once_passed = 0
     for case in results:
+        total += 1
         if case.skipped:
             skipped += 1
         elif case.passed:
@@ -151,65 +178,77 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
                 summary.passed += 1
             else:
                 summary.failed += 1
-            if metric.score is not None:
-                metric_scores.setdefault(metric.metric_name, []).append(metric.score)
-            elif metric.error is not None:  # an errored metric counts as 0 (SPEC 6.4)
-                metric_scores.setdefault(metric.metric_name, []).append(0.0)
-    for name, scores in metric_scores.items():
-        metrics[name].mean_score = sum(scores) / len(scores)
-    ran = len(results) - skipped
-    repeat, mean_cost = _repeat_totals(results, ran)
-    simulations = [c.simulation for c in results if c.simulation is not None]
+            score = metric.score
+            if score is None and metric.error is not None:  # an errored metric counts as 0
+                score = 0.0  # (SPEC 6.4)
+            if score is not None:
+                acc = metric_scores.setdefault(metric.metric_name, [0, 0])
+                acc[0] += score
+                acc[1] += 1
+        token_usage = token_usage + case.token_usage
+        cost.add(case.cost_usd)
+        judge_cost.add(case.judge_cost_usd)
+        if case.judge_token_usage is not None:
+            judge_usage = _add_usage(judge_usage, case.judge_token_usage)
+        if case.simulation is not None:
+            user_usage = _add_usage(user_usage, case.simulation.user_token_usage)
+            user_cost.add(case.simulation.user_cost_usd)
+        r = case.repeat
+        if r is not None:
+            repeated += 1
+            repeat_runs += r.runs
+            repeat_all += r.pass_all
+            repeat_any += r.pass_any
+            flaky += r.flaky
+            invalid += r.invalid_runs or 0
+            runs_per_case = max(runs_per_case, r.planned_runs or r.runs)
+        else:
+            once_ran += not case.skipped
+            once_passed += case.passed
+    for name, (score_sum, count) in metric_scores.items():
+        metrics[name].mean_score = score_sum / count
+    ran = total - skipped
+    repeat: RepeatTotals | None = None
+    mean_cost: float | None = None
+    if repeated:
+        case_runs = repeat_runs + once_ran
+        pass_all, pass_any = repeat_all + once_passed, repeat_any + once_passed
+        repeat = RepeatTotals(
+            runs_per_case=runs_per_case,
+            case_runs=case_runs,
+            pass_all=pass_all,
+            pass_any=pass_any,
+            flaky=flaky,
+            pass_all_rate=pass_all / ran if ran else None,
+            pass_any_rate=pass_any / ran if ran else None,
+            invalid_runs=invalid or None,
+        )
+        mean_cost = cost.total / case_runs if cost.total is not None and case_runs else None
     return Summary(
-        total=len(results),
+        total=total,
         passed=passed,
         failed=failed,
         skipped=skipped,
         errored=errored,
         pass_rate=passed / ran if ran else None,
         turns=turns,
-        token_usage=TokenUsage.sum([c.token_usage for c in results]),
-        cost_usd=sum_costs(c.cost_usd for c in results),
+        token_usage=token_usage,
+        cost_usd=cost.total,
         metrics=metrics,
         repeat=repeat,
         mean_cost_per_case_run=mean_cost,
-        judge_token_usage=sum_usages(c.judge_token_usage for c in results),
-        judge_cost_usd=sum_costs(c.judge_cost_usd for c in results),
-        user_token_usage=TokenUsage.sum([s.user_token_usage for s in simulations])
-        if simulations
-        else None,
-        user_cost_usd=sum_costs(s.user_cost_usd for s in simulations),
+        judge_token_usage=judge_usage,
+        judge_cost_usd=judge_cost.total,
+        user_token_usage=user_usage,
+        user_cost_usd=user_cost.total,
     )
 
 
-def _repeat_totals(
-    results: Sequence[CaseResult], ran: int
-) -> tuple[RepeatTotals | None, float | None]:
-    """pass^K / pass@K totals; (None, None) unless some test case ran more than once."""
-    repeated = [c.repeat for c in results if c.repeat is not None]
-    if not repeated:
-        return None, None
-    case_runs = sum(r.runs for r in repeated) + sum(
-        1 for c in results if c.repeat is None and not c.skipped
-    )
-    pass_all = sum(1 for r in repeated if r.pass_all) + sum(
-        1 for c in results if c.repeat is None and c.passed
-    )
-    pass_any = sum(1 for r in repeated if r.pass_any) + sum(
-        1 for c in results if c.repeat is None and c.passed
-    )
-    totals = RepeatTotals(
-        runs_per_case=max(r.planned_runs or r.runs for r in repeated),
-        case_runs=case_runs,
-        pass_all=pass_all,
-        pass_any=pass_any,
-        flaky=sum(1 for r in repeated if r.flaky),
-        pass_all_rate=pass_all / ran if ran else None,
-        pass_any_rate=pass_any / ran if ran else None,
-        invalid_runs=sum(r.invalid_runs or 0 for r in repeated) or None,
-    )
-    cost = sum_costs(c.cost_usd for c in results)
-    return totals, (cost / case_runs if cost is not None and case_runs else None)
+def _add_usage(total: TokenUsage | None, usage: TokenUsage | None) -> TokenUsage | None:
+    """``total + usage`` as :meth:`TokenUsage.sum` adds them (from a zero usage)."""
+    if total is None:
+        total = TokenUsage.sum([])
+    return total if usage is None else total + usage
 
 
 # --------------------------------------------------------------------------- repeats

@@ -300,8 +300,12 @@ class _Pipeline:
     ) -> Report:
         from .reports.writer import build_report
 
-        results = self.state.final_results(default_reason) if self.state is not None else []
-        if self.options.finish_case is not None:
+        results: Sequence[CaseResult] = []
+        if self.state is not None:
+            stored = self.state.final_results(default_reason)
+            stored.finish = self.options.finish_case  # what is made now, not stored, needs it
+            results = stored
+        elif self.options.finish_case is not None:
             results = [self.options.finish_case(result) for result in results]
         report = build_report(
             self.suite_paths,
@@ -684,9 +688,22 @@ class _Pipeline:
         plan; returns an internal error (a bug) if one ended it. A ``scope: run`` server
         that does not start raises :class:`ConfigError` (no agent was called)."""
         from .reports.writer import ProgressWriter
+        from .run_store import RunStore
 
         assert self.state is not None
         state = self.state
+        journal = "json" in self.formats
+        # the finished results go to results.jsonl (the journal is the store), else to a
+        # private spool file: the run holds none of them (issue 23)
+        store = RunStore(
+            state.sizes(),
+            self.redact,
+            journal=self.report_dir / ProgressWriter.JOURNAL if journal else None,
+            disk=self.disk,
+            spool=not journal,
+        )
+        state.store = store
+        state.finish_case = self.options.finish_case
         progress = (
             ProgressWriter(
                 self.report_dir,
@@ -694,14 +711,13 @@ class _Pipeline:
                 self._snapshot,
                 lock=self.guard.write_lock,
                 disk=self.disk,
+                failed=lambda: store.error,
             )
-            if "json" in self.formats
+            if journal
             else None
         )
 
         def on_result(result: CaseResult) -> None:
-            if self.options.finish_case is not None:
-                result = self.options.finish_case(result)
             if self.console is not None:
                 self.console.case_finished(result)
             if progress is not None:
@@ -726,9 +742,8 @@ class _Pipeline:
                 cause = cause.exceptions[0]
             state.stop_reason = f"internal error: {type(cause).__name__}: {cause}"
         finally:
-            if progress is not None:
-                progress.close()
-                self.progress_error = progress.error
+            store.close()
+            self.progress_error = progress.error if progress is not None else store.error
         if self.guard.stop_reason and state.stop_reason is None:
             state.stop_reason = self.guard.stop_reason
         return internal_error

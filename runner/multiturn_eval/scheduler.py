@@ -6,8 +6,9 @@ fixed pool of ``parallel_test_cases`` workers pulls test cases in suite order
 once). Results are stored by position and listed in suite order whatever the
 completion order.
 
-``RunState`` holds everything finished so far, so whoever cancels the run (the
-CLI on Ctrl-C or SIGTERM) can still report it: :meth:`RunState.final_results`
+``RunState`` knows where everything finished so far lies (its ``store``: each
+result goes to a file as it finishes, :mod:`.run_store`), so whoever cancels the
+run (the CLI on Ctrl-C or SIGTERM) can still report it: :meth:`RunState.final_results`
 marks every test case that did not finish as not run.
 
 Repeats (``repeat`` K > 1, SPEC 6.6): the work is (test case, run) pairs in
@@ -37,6 +38,7 @@ import asyncio
 import contextlib
 import fnmatch
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +53,7 @@ from .rollup import aggregate_runs
 
 if TYPE_CHECKING:
     from .fixtures.cassette import SuiteFixtures
+    from .run_store import RunResults, RunStore
 
 
 @dataclass(frozen=True)
@@ -83,10 +86,8 @@ OnResult = Callable[[CaseResult], None]
 @dataclass
 class RunState:
     plan: list[PlannedSuite]
-    results: dict[tuple[int, int], CaseResult] = field(default_factory=dict)
-    """(suite position, test-case index) -> result"""
     partial_runs: dict[tuple[int, int], list[CaseResult | None]] = field(default_factory=dict)
-    """With repeats: the runs of a test case finished so far (None: not yet), until all are in."""
+    """With repeats: the runs of a test case in flight (None: not yet), until all are in."""
     stop_reason: str | None = None
     first_session_opened: float | None = None
     last_session_closed: float | None = None
@@ -102,24 +103,77 @@ class RunState:
     """Test cases the spend cap kept from starting."""
     fixtures: dict[int, SuiteFixtures] = field(default_factory=dict)
     """Suite position -> its fixtures (``--fixtures``; only suites that use them)."""
+    store: RunStore | None = None
+    """Where each finished test case's result goes (:mod:`.run_store`; None: in memory).
+    The state itself holds no finished result (issue 23: memory flat in test cases)."""
+    finish_case: Callable[[CaseResult], CaseResult] | None = None
+    """``RunOptions.finish_case``: applied to each result before it is stored or shown."""
 
-    def final_results(self, default_reason: str = "the run was interrupted") -> list[CaseResult]:
-        """Every planned test case in order; the unfinished ones as not run."""
+    def __post_init__(self) -> None:
+        if self.store is None:
+            from .run_store import RunStore
+            from .secrets import Redactor
+
+            self.store = RunStore(self.sizes(), Redactor())
+
+    def sizes(self) -> list[int]:
+        """The number of test cases of each planned suite (what a :class:`RunStore` indexes)."""
+        return [len(p.loaded.cases) for p in self.plan]
+
+    @property
+    def saved(self) -> RunStore:
+        assert self.store is not None
+        return self.store
+
+    def finish(self, s: int, index: int, result: CaseResult, on_result: OnResult | None) -> None:
+        """A test case is done: its result is stored, then shown to ``on_result``."""
+        if self.finish_case is not None:
+            result = self.finish_case(result)
+        self.saved.put(s, index, result)  # before anyone sees it: a snapshot reads the store
+        if on_result is not None:
+            on_result(result)
+
+    def final_results(self, default_reason: str = "the run was interrupted") -> RunResults:
+        """Every planned test case in order; the unfinished ones as not run.
+
+        Built now from the store (where each finished result lies) and made when
+        read: a case not run, a repeated case whose runs did not all finish (over
+        the runs that did) and a kept one are built as they are read.
+        """
+        from .run_store import RunResults
+
+        store = self.saved
         reason = self.stop_reason or default_reason
-        out: list[CaseResult] = []
+        offsets: array[int] = array("q")
+        lengths: array[int] = array("q")
+        made: dict[int, Callable[[], CaseResult]] = {}
+        kept_by_suite: dict[int, list[int]] = {}
+        for ks, ki in self.kept:
+            kept_by_suite.setdefault(ks, []).append(ki)
         for s, planned in enumerate(self.plan):
-            indices = planned.indices
-            kept = [i for (ks, i) in self.kept if ks == s]
+            indices: Sequence[int] = planned.indices
+            kept = kept_by_suite.get(s)
             if kept:
                 indices = sorted(set(indices) | set(kept))
+            suite_offsets, suite_lengths = store.offsets[s], store.lengths[s]
             for index in indices:
-                result = self.results.get((s, index)) or self.kept.get((s, index))
-                if result is None:
-                    result = self._partial(s, index, planned)
-                out.append(
-                    result if result is not None else not_run_result(planned.loaded, index, reason)
+                position = len(offsets)
+                offset = suite_offsets[index]
+                offsets.append(offset if offset >= 0 else -1)
+                lengths.append(suite_lengths[index])
+                if offset >= 0:
+                    continue
+                held = store.held.get((s, index)) or self.kept.get((s, index))
+                if held is not None:
+                    made[position] = _given(held)
+                    continue
+                partial = self._partial(s, index, planned)
+                made[position] = (
+                    _given(partial)
+                    if partial is not None
+                    else _not_run_maker(planned.loaded, index, reason)
                 )
-        return out
+        return RunResults(store, offsets, lengths, made)
 
     def _partial(self, s: int, index: int, planned: PlannedSuite) -> CaseResult | None:
         """A repeated case whose runs did not all finish: the finished ones, else None."""
@@ -131,25 +185,35 @@ class RunState:
     def add_run(
         self, s: int, index: int, run: int, result: CaseResult, planned: PlannedSuite
     ) -> CaseResult | None:
-        """Store one run; the test case's result once its last run is in (else None)."""
+        """One run is in; the test case's result once its last run is in (else None).
+
+        With repeats, the runs of a case are held until its last one is in (only
+        the cases in flight: at most ``-p`` of them).
+        """
         repeat = planned.settings.repeat
         if repeat <= 1:
-            self.results[(s, index)] = result
             return result
         runs = self.partial_runs.setdefault((s, index), [None] * repeat)
         runs[run] = result
         if any(r is None for r in runs):
             return None
         del self.partial_runs[(s, index)]
-        combined = aggregate_runs(runs, min_pass_rate=planned.settings.min_pass_rate)
-        self.results[(s, index)] = combined
-        return combined
+        return aggregate_runs(runs, min_pass_rate=planned.settings.min_pass_rate)
 
     @property
     def complete(self) -> bool:
+        store = self.saved
         return self.stop_reason is None and all(
-            (s, i) in self.results for s, p in enumerate(self.plan) for i in p.indices
+            store.has(s, i) for s, p in enumerate(self.plan) for i in p.indices
         )
+
+
+def _given(result: CaseResult) -> Callable[[], CaseResult]:
+    return lambda: result
+
+
+def _not_run_maker(loaded: LoadedSuite, index: int, reason: str) -> Callable[[], CaseResult]:
+    return lambda: not_run_result(loaded, index, reason)
 
 
 async def run_plan(
@@ -190,12 +254,13 @@ async def _run_suite(
             if run == 0 and cap is not None and state.spent >= cap:
                 capped.add(index)
                 state.capped = cap if state.capped is None else state.capped
-                state.results[(s, index)] = _not_started(
-                    planned.loaded, index, cap_reason(cap, state.spent)
-                )
                 state.not_started += 1
-                if on_result is not None:
-                    on_result(state.results[(s, index)])
+                state.finish(
+                    s,
+                    index,
+                    _not_started(planned.loaded, index, cap_reason(cap, state.spent)),
+                    on_result,
+                )
                 continue
             try:
                 runner = CaseRunner(
@@ -225,8 +290,8 @@ async def _run_suite(
                     state.last_session_closed = time.perf_counter()
             state.spent += spend_of(result)
             finished = state.add_run(s, index, run, result, planned)
-            if finished is not None and on_result is not None:
-                on_result(finished)
+            if finished is not None:
+                state.finish(s, index, finished, on_result)
 
     workers = max(1, min(planned.settings.parallel_test_cases, len(planned.indices) * repeat))
     with contextlib.ExitStack() as stack:

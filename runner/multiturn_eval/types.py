@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
 
@@ -44,6 +44,17 @@ def omitted_when_none(description: str | None = None) -> Any:
     :mod:`multiturn_eval.results`, so the public types use it too.)
     """
     return Field(default=None, exclude_if=_is_none, description=description)
+
+
+#: the validation context of a result read back from the run's own JSON (its store,
+#: :mod:`multiturn_eval.run_store`): made by these models, so already JSON-safe and
+#: totalled; the validators that clean or fill values pass it through unchanged
+STORED: Mapping[str, bool] = MappingProxyType({"stored": True})
+
+
+def _stored(info: ValidationInfo) -> bool:
+    context = info.context
+    return isinstance(context, Mapping) and context.get("stored") is True
 
 
 class MetricResult(BaseModel):
@@ -91,7 +102,9 @@ class TokenUsage(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _fill_total(cls, data: Any) -> Any:
+    def _fill_total(cls, data: Any, info: ValidationInfo) -> Any:
+        if _stored(info):
+            return data
         if isinstance(data, Mapping) and not data.get("total_tokens"):
             parts = [
                 data.get(k)
@@ -174,10 +187,12 @@ class ToolInvocation(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _json_safe(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    def _json_safe(
+        cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
         from .sanitize import clean_text, json_safe
 
-        if not isinstance(data, Mapping):
+        if not isinstance(data, Mapping) or _stored(info):
             return handler(data)
         data = dict(data)
         problems = []

@@ -90,20 +90,27 @@ def rank_annotations(
     for a case of a ``test_cases_file``) to the path GitHub should show (relative to
     the workspace), or None when it is outside the workspace.
     """
+    budget = max(budget, 0)
+    # each list keeps at most ``budget`` (no more can be shown) and counts the rest: the
+    # results are read one at a time (issue 23)
     firsts: list[Annotation] = []
     infra: list[Annotation] = []
     rest: list[Annotation] = []
+    total = 0
     for case in report.results:
         if case.passed or case.skipped:
             continue
         file = file_of(case.written_in)
         failing = [t for t in case.all_turns() if not t.passed and not t.skipped]
-        if not failing:  # failed on a case-level error, or every turn was skipped
-            (infra if case.outcome == "error" else firsts).append(case_annotation(case, file))
-            continue
-        first = turn_annotation(case, failing[0], file)
-        (infra if case.outcome == "error" else firsts).append(first)
-        rest.extend(turn_annotation(case, turn, file) for turn in failing[1:])
+        first_list = infra if case.outcome == "error" else firsts
+        total += max(len(failing), 1)
+        if len(first_list) < budget:
+            first_list.append(
+                turn_annotation(case, failing[0], file)
+                if failing
+                else case_annotation(case, file)  # a case-level error, or every turn skipped
+            )
+        for turn in failing[1 : 1 + max(budget - len(rest), 0)]:
+            rest.append(turn_annotation(case, turn, file))
     ranked = firsts + infra + rest
-    budget = max(budget, 0)
-    return RankedAnnotations(ranked[:budget], max(len(ranked) - budget, 0))
+    return RankedAnnotations(ranked[:budget], max(total - budget, 0))

@@ -256,17 +256,20 @@ class Console:
 
     def finish(self, report: Report, written: dict[str, str]) -> None:
         self._clear_bar()
-        failures = [r for r in report.results if not r.passed and not r.skipped]
-        if failures and self.verbosity == 0:
-            self.write("")
-            self.write("Failing test cases")
-            for result in failures:
-                self._write_failures(result)
-        elif failures and self.verbosity > 0:
-            self.write("")
-            self.write("Failing test cases")
-            for result in failures:
-                self.write(f"  {self.case_line(result)}")
+        if self.verbosity >= 0 and report.summary.failed:
+            # read one at a time: the console keeps counters and what it prints (issue 23)
+            heading = False
+            for result in report.results:
+                if result.passed or result.skipped:
+                    continue
+                if not heading:
+                    self.write("")
+                    self.write("Failing test cases")
+                    heading = True
+                if self.verbosity == 0:
+                    self._write_failures(result)
+                else:
+                    self.write(f"  {self.case_line(result)}")
         s = report.summary
         self.write("")
         parts = [f"{s.passed} passed", f"{s.failed} failed"]

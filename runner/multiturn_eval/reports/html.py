@@ -9,6 +9,15 @@
   JavaScript. Opening a row shows every turn: input, expected, the whole
   response, tool calls with arguments and results, and each check's outcome
   and reason.
+- **Bounded at 50,000 test cases**: up to :data:`FULL_CASES` test cases every
+  case has its row; beyond, failures first: the first :data:`DETAILED_FAILURES`
+  failing cases have their full row (its summary line readable without
+  JavaScript, static turns within :data:`STATIC_TURNS` as for any page), the
+  other failing ones a line each (their first failure, plain HTML), and the
+  passing and not-run cases are counted per suite (all are in ``report.json``
+  and ``junit.xml``): 23 MB at 50,000 failing six-turn cases. Row ids stay the
+  case's position in the report. The page is streamed, each row built as its
+  case is read.
 - **Fast with thousands of test cases**: turn details are embedded once as
   JSON (``<script type="application/json">``, with ``<``, ``>`` and ``&``
   written as ``\\u003c`` etc. so no ``</script>`` can end it) and drawn when a
@@ -49,7 +58,9 @@ import functools
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +84,15 @@ CHAT_TURNS = 2_000
 
 _REASON_LIMIT = 400
 _TEMPLATES = Path(__file__).with_name("templates")
-_TURNS = TypeAdapter(list[list[TurnResult]])
+_CASE_TURNS = TypeAdapter(list[TurnResult])
+#: where the turn data goes in the rendered template (streamed in its place)
+_DATA_MARK = "\x00multiturn-eval-turn-data\x00"
+
+FULL_CASES = 2_000
+"""Up to this many test cases the page has every case's row; beyond, see :class:`_Plan`."""
+
+DETAILED_FAILURES = 1_000
+"""Beyond :data:`FULL_CASES`, the failing cases with a full row (the rest: a line each)."""
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
@@ -367,34 +386,111 @@ def _repeat_view(case: CaseResult, budget: list[int]) -> dict[str, Any] | None:
     }
 
 
-def _static_cases(report: Report) -> set[int]:
-    """Which test cases get static turn details: failing ones first, within STATIC_TURNS."""
-    order = sorted(
-        (i for i, c in enumerate(report.results) if not c.skipped),
-        key=lambda i: report.results[i].passed,
-    )
-    chosen: set[int] = set()
+@dataclass
+class _Plan:
+    """Which test cases the page shows how, from one pass over the results (issue 23).
+
+    Up to :data:`FULL_CASES` test cases, every case has its row, as always. Beyond,
+    the page stays bounded: the first :data:`DETAILED_FAILURES` failing cases
+    (failed or error) have their full row, the other failing ones a line each, and
+    the passing and not-run cases are counted per suite (they are in
+    ``report.json`` and ``junit.xml``).
+    """
+
+    total: int = 0
+    large: bool = False
+    detailed: list[int] = field(default_factory=list)
+    """Positions of the cases with a full row, in report order (small: every case)."""
+    static: set[int] = field(default_factory=set)
+    """Positions of the cases that also get static turn details (failing first)."""
+    lines: int = 0
+    """Failing cases shown as one line (large reports)."""
+    suites: dict[str, list[Any]] = field(default_factory=dict)
+    """suite path -> [suite name, passed, not run, first not-run reason] (large reports)."""
+
+
+def _plan(report: Report) -> _Plan:
+    plan = _Plan(total=len(report.results))
+    plan.large = plan.total > FULL_CASES
+    failing, passing = array("q"), array("q")  # (position, turns) pairs, flat
+    for i, case in enumerate(report.results):
+        bad = not case.passed and not case.skipped
+        if plan.large:
+            if bad:
+                if len(plan.detailed) < DETAILED_FAILURES:
+                    plan.detailed.append(i)
+                else:
+                    plan.lines += 1
+                    continue
+            else:
+                row = plan.suites.setdefault(case.suite, [case.suite_name, 0, 0, ""])
+                if case.skipped:
+                    if not row[2]:
+                        row[3] = case.errors[0] if case.errors else "not run"
+                    row[2] += 1
+                else:
+                    row[1] += 1
+                continue
+        else:
+            plan.detailed.append(i)
+        if not case.skipped:
+            (failing if bad else passing).extend((i, len(case.turns or ()) or 1))
+    # static turn details: failing cases first, then passing ones, within STATIC_TURNS
     left = STATIC_TURNS
-    for i in order:
-        count = len(report.results[i].turns or ()) or 1
-        if count > left:
-            continue
-        chosen.add(i)
-        left -= count
-    return chosen
+    for pairs in (failing, passing):
+        for k in range(0, len(pairs), 2):
+            i, count = pairs[k], pairs[k + 1]
+            if count > left:
+                continue
+            plan.static.add(i)
+            left -= count
+    return plan
 
 
-def _turn_data(report: Report) -> str:
-    """Every case's turns as JSON, safe inside ``<script type="application/json">``."""
-    all_turns = [c.all_turns() for c in report.results]
+def _shown(report: Report, plan: _Plan) -> Iterator[tuple[int, CaseResult]]:
+    """(position, case) of the cases with a full row, read one at a time."""
+    if plan.large:
+        for i in plan.detailed:
+            yield i, report.results[i]
+    else:
+        yield from enumerate(report.results)
+
+
+def _turn_json(case: CaseResult) -> str:
+    """A case's turns as JSON, safe inside ``<script type="application/json">``."""
+    turns = case.all_turns()
     try:
-        raw = _TURNS.dump_json(all_turns, exclude_none=True).decode("utf-8")
-    except PydanticSerializationError:  # lone surrogates from an agent: not encodable as UTF-8
+        raw = _CASE_TURNS.dump_json(turns, exclude_none=True).decode("utf-8")
+    except PydanticSerializationError:  # lone surrogates from an agent: not UTF-8
         raw = json.dumps(
-            _TURNS.dump_python(all_turns, mode="json", exclude_none=True), ensure_ascii=False
+            _CASE_TURNS.dump_python(turns, mode="json", exclude_none=True), ensure_ascii=False
         )
         raw = _SURROGATES.sub("\ufffd", raw)
     return raw.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _line_view(case: CaseResult) -> dict[str, str]:
+    """A failing case beyond the detailed ones: one line (its first failure)."""
+    first = v.first_failure(case)
+    reason = ""
+    if first is not None:
+        reason, left = cut(clean(first.reason), _REASON_LIMIT)
+        reason += "…" if left else ""
+    return {
+        "outcome": case.outcome,
+        "word": v.STATUS_WORD[case.outcome],
+        "suite_name": clean(case.suite_name),
+        "name": clean(case.name),
+        "where": clean(case.location),
+        "reason": reason,
+    }
+
+
+def _lines(report: Report, plan: _Plan) -> Iterator[dict[str, str]]:
+    detailed = set(plan.detailed)
+    for i, case in enumerate(report.results):
+        if not case.passed and not case.skipped and i not in detailed:
+            yield _line_view(case)
 
 
 def _verdict(report: Report) -> tuple[str, str]:
@@ -420,22 +516,13 @@ def _regrade_line(report: Report) -> str:
 
 
 def _baseline_view(
-    report: Report, cases: list[dict[str, Any]]
-) -> tuple[list[dict[str, str]], dict[str, str] | None]:
-    """A change badge on each case, the filter's choices and the totals' delta row."""
-    for view in cases:
-        view["change"] = ""
+    report: Report,
+) -> tuple[list[dict[str, str]], dict[str, str] | None, dict[tuple[str, int], Any]]:
+    """The filter's choices, the totals' delta row and each case's change (by suite, index)."""
     comparison = report.baseline
     if comparison is None:
-        return [], None
+        return [], None, {}
     by_key = {(c.suite, c.index): c for c in comparison.cases if c.index is not None}
-    for view, case in zip(cases, report.results, strict=True):
-        change = by_key.get((case.suite, case.index))
-        if change is None:
-            continue
-        view["change"] = change.change
-        view["change_word"] = v.CHANGE_WORDS[change.change]
-        view["change_title"] = clean(f"{change.before or '—'} → {change.after or '—'}")
     choices = [
         {"value": k, "label": f"{v.CHANGE_WORDS[k]} ({n:,})"}
         for k, n in comparison.counts.items()
@@ -457,29 +544,53 @@ def _baseline_view(
         "cost": v.delta_cost(comparison.cost_usd.delta),
         "duration": v.delta_duration(comparison.duration_ms.delta),
     }
-    return choices, delta
+    return choices, delta, by_key
 
 
-@v.gc_paused
+def _change(view: dict[str, Any], case: CaseResult, by_key: dict[tuple[str, int], Any]) -> None:
+    """A change badge on a case's row (none without a baseline)."""
+    view["change"] = ""
+    change = by_key.get((case.suite, case.index))
+    if change is None:
+        return
+    view["change"] = change.change
+    view["change_word"] = v.CHANGE_WORDS[change.change]
+    view["change_title"] = clean(f"{change.before or '—'} → {change.after or '—'}")
+
+
 def render_html(report: Report) -> str:
+    return "".join(stream_html(report))
+
+
+def stream_html(report: Report) -> Iterator[str]:
+    """``report.html`` in pieces, each case's row built as it is read (no list of them)."""
     assets = _assets()
     s = report.summary
     verdict_class, verdict = _verdict(report)
-    static = _static_cases(report)
-    cases = [_case_view(case, i, i in static) for i, case in enumerate(report.results)]
-    budget, chat_budget = [STATIC_RUN_TURNS], [CHAT_TURNS]
-    for view, case in zip(cases, report.results, strict=True):
-        view["chat"] = _chat(case, chat_budget)
-        repeat = _repeat_view(case, budget)
-        if repeat is not None:
-            view["repeat"] = repeat
-            assert case.repeat is not None
-            view["stats"] += f" · {case.repeat.passes}/{case.repeat.runs} runs"
-            if case.repeat.invalid_runs:
-                view["stats"] += f" ({case.repeat.invalid_runs} invalid left out)"
-            if case.repeat.flaky:
-                view["stats"] += " · flaky"
-    changes, delta = _baseline_view(report, cases)
+    plan = _plan(report)
+    changes, delta, by_key = _baseline_view(report)
+
+    data: list[str] = []  # each shown case's turns, written after the rows
+
+    def cases() -> Iterator[dict[str, Any]]:
+        budget, chat_budget = [STATIC_RUN_TURNS], [CHAT_TURNS]
+        for i, case in _shown(report, plan):
+            view = _case_view(case, i, i in plan.static)  # id="case-<position in the report>"
+            view["chat"] = _chat(case, chat_budget)
+            repeat = _repeat_view(case, budget)
+            if repeat is not None:
+                view["repeat"] = repeat
+                assert case.repeat is not None
+                view["stats"] += f" · {case.repeat.passes}/{case.repeat.runs} runs"
+                if case.repeat.invalid_runs:
+                    view["stats"] += f" ({case.repeat.invalid_runs} invalid left out)"
+                if case.repeat.flaky:
+                    view["stats"] += " · flaky"
+            _change(view, case, by_key)
+            # the shown cases only (at most FULL_CASES); a large report's by position
+            data.append(f'"{i}":{_turn_json(case)}' if plan.large else _turn_json(case))
+            yield view
+
     turns = [f"{s.turns.passed:,} passed"]
     if s.turns.failed:
         turns.append(f"{s.turns.failed:,} failed")
@@ -538,9 +649,52 @@ def render_html(report: Report) -> str:
         "failures": f"{s.failed:,}",
         "changes": changes,
         "delta": delta,
-        "cases": cases,
+        "cases": cases(),
+        "no_cases": not plan.total,
+        "large": _large_view(plan) if plan.large else None,
+        "lines": _lines(report, plan),
         "footer": f"multiturn-eval {report.run.version or ''}".rstrip()
         + " · the complete data is in report.json",
-        "data": Markup(_turn_data(report)),
+        "data": Markup(_DATA_MARK),
     }
-    return _template().render(page)
+    for piece in _template().generate(page):
+        if _DATA_MARK in piece:  # the shown cases' turns, gathered as their rows were made
+            before, _, after = piece.partition(_DATA_MARK)
+            # an array of every case's turns, or for a large report an object of the
+            # shown ones' by position (the script reads data[i] either way)
+            opening, closing = "{}" if plan.large else "[]"
+            yield before + opening
+            for n, shown in enumerate(data):
+                yield ("," if n else "") + shown
+            yield closing + after
+        else:
+            yield piece
+
+
+def _large_view(plan: _Plan) -> dict[str, Any]:
+    shown = len(plan.detailed)
+    suites = [
+        {
+            "name": clean(f"{name} ({path})"),
+            "text": ", ".join(
+                part
+                for part in (
+                    f"{passed:,} passed" if passed else "",
+                    clean(f"{skipped:,} not run ({cut(reason, 200)[0]})") if skipped else "",
+                )
+                if part
+            ),
+        }
+        for path, (name, passed, skipped, reason) in plan.suites.items()
+    ]
+    return {
+        "notice": (
+            f"This run has {plan.total:,} test cases: the page shows the failing ones "
+            f"({shown + plan.lines:,}), the first {shown:,} in full"
+            + (f" and {plan.lines:,} more a line each" if plan.lines else "")
+            + "; the passing and not-run ones are counted per suite below "
+            "(every test case is in report.json and junit.xml)."
+        ),
+        "lines": plan.lines,
+        "suites": suites,
+    }

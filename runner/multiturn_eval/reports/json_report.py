@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel
@@ -56,12 +57,19 @@ def dump_json(model: BaseModel, indent: int | None = None) -> str:
 
 
 def _dump_report(report: Report, indent: int | None) -> str:
-    """The report's JSON, each test case dumped on its own.
+    """The report's JSON, each test case dumped on its own (:func:`_report_pieces`)."""
+    return "".join(_report_pieces(report, indent))
+
+
+def _report_pieces(report: Report, indent: int | None) -> Iterator[str]:
+    """The report's JSON in pieces: the head, each test case, the tail.
 
     One ``model_dump_json`` of the whole report with a per-result ``exclude``
     costs time quadratic in the number of test cases in pydantic-core (8 s for
     4,000 cases); dumping each case with its own ``exclude`` and joining the
     texts is linear, and gives the same bytes (``tests/test_report_reader.py``).
+    Each case is read from ``report.results`` as it is written, so a report of
+    results kept in a file (:mod:`multiturn_eval.stored`) is never held whole.
     """
     shell = report.model_copy(update={"results": []})
     try:
@@ -71,17 +79,24 @@ def _dump_report(report: Report, indent: int | None) -> str:
         if indent is None:
             head = json.dumps(json.loads(head), separators=(",", ":"), ensure_ascii=False)
     if not report.results:
-        return head
-    cases = [dump_json(case, indent) for case in report.results]
+        yield head
+        return
     if indent is None:
         tail = '"results":[]}'
         assert head.endswith(tail)
-        return head[: -len(tail)] + '"results":[' + ",".join(cases) + "]}"
+        yield head[: -len(tail)] + '"results":['
+        for i, case in enumerate(report.results):
+            yield ("," if i else "") + dump_json(case)
+        yield "]}"
+        return
     pad = " " * indent
     tail = '"results": []\n}'
     assert head.endswith(tail)
-    body = ",\n".join(pad * 2 + case.replace("\n", "\n" + pad * 2) for case in cases)
-    return head[: -len(tail)] + f'"results": [\n{body}\n{pad}]\n}}'
+    yield head[: -len(tail)] + '"results": [\n'
+    for i, case in enumerate(report.results):
+        text = dump_json(case, indent)
+        yield (",\n" if i else "") + pad * 2 + text.replace("\n", "\n" + pad * 2)
+    yield f"\n{pad}]\n}}"
 
 
 def _dump_safe(model: BaseModel, indent: int | None) -> str:
@@ -133,3 +148,9 @@ def _case_stub(case: CaseResult, exc: BaseException) -> dict[str, Any]:
 
 def render_json(report: Report) -> str:
     return dump_json(report, indent=2) + "\n"
+
+
+def stream_json(report: Report) -> Iterator[str]:
+    """:func:`render_json`'s text in pieces (the head, each test case, the tail)."""
+    yield from _report_pieces(report, 2)
+    yield "\n"

@@ -42,6 +42,7 @@ whole.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 
 from ..results import CaseResult, Report, TurnResult
 from . import _view as v
@@ -192,45 +193,100 @@ def _testcase(parent: ET.Element, case: CaseResult, regressed: str | None = None
     node.text = _case_text(case)
 
 
-def _counts(cases: list[CaseResult]) -> dict[str, str]:
-    return {
-        "tests": str(len(cases)),
-        "failures": str(sum(1 for c in cases if c.outcome == "failed")),
-        "errors": str(sum(1 for c in cases if c.outcome == "error")),
-    }
+class _SuiteCounts:
+    """One ``<testsuite>``'s attributes, counted in a pass over the results."""
+
+    __slots__ = ("duration_ms", "errors", "failures", "skipped", "tests")
+
+    def __init__(self) -> None:
+        self.tests = self.failures = self.errors = self.skipped = 0
+        self.duration_ms = 0.0
+
+    def add(self, case: CaseResult) -> None:
+        self.tests += 1
+        self.failures += case.outcome == "failed"
+        self.errors += case.outcome == "error"
+        self.skipped += case.outcome == "skipped"
+        self.duration_ms += case.duration_ms
+
+    def counts(self) -> dict[str, str]:
+        return {
+            "tests": str(self.tests),
+            "failures": str(self.failures),
+            "errors": str(self.errors),
+        }
+
+
+def _open_tag(element: ET.Element) -> str:
+    """``<tag attr="...">`` of an element without children, as ElementTree writes it."""
+    text = ET.tostring(element, encoding="unicode")
+    assert text.endswith(" />")
+    return text[: -len(" />")] + ">"
+
+
+def _piece(element: ET.Element, level: int) -> str:
+    """One element as it is written at ``level`` of the indented document."""
+    ET.indent(element, level=level)
+    return ET.tostring(element, encoding="unicode")
+
+
+def render_junit(report: Report) -> str:
+    return "".join(stream_junit(report))
 
 
 @v.gc_paused
-def render_junit(report: Report) -> str:
+def stream_junit(report: Report) -> Iterator[str]:
+    """``junit.xml`` in pieces: the counts (a first pass), then each test case as read.
+
+    The same bytes as one ``ElementTree`` of the whole report indented
+    (``ET.indent``), without holding the tree: each ``<testcase>`` is built,
+    indented at its level and written on its own.
+    """
     regressed = _regressed(report)
-    by_suite: dict[str, list[CaseResult]] = {path: [] for path in report.run.suites}
+    suites: dict[str, _SuiteCounts] = {path: _SuiteCounts() for path in report.run.suites}
     names: dict[str, str] = {}
+    total = _SuiteCounts()
+    order: list[str] = []  # the suites in the order their runs of cases appear
     for case in report.results:
-        by_suite.setdefault(case.suite, []).append(case)
+        counts = suites.get(case.suite)
+        if counts is None:
+            counts = suites[case.suite] = _SuiteCounts()
         names.setdefault(case.suite, case.suite_name)
+        counts.add(case)
+        total.add(case)
+        if not order or order[-1] != case.suite:
+            order.append(case.suite)
     root = ET.Element(
         "testsuites",
         {
             "name": "multiturn-eval",
-            **_counts(report.results),
+            **total.counts(),
             "time": _seconds(report.run.duration_ms),
         },
     )
-    for path, cases in by_suite.items():
-        suite = ET.SubElement(
-            root,
+    yield '<?xml version="1.0" encoding="utf-8"?>\n'
+    if not suites:
+        yield ET.tostring(root, encoding="unicode") + "\n"
+        return
+    yield _open_tag(root)
+    # one pass when each suite's cases are together and in the order of the suites
+    together = order == [path for path, c in suites.items() if c.tests]
+    results = iter(report.results)
+    for path, counts in suites.items():
+        suite = ET.Element(
             "testsuite",
             {
                 "name": xml_clean(names.get(path) or path),
-                **_counts(cases),
-                "skipped": str(sum(1 for c in cases if c.outcome == "skipped")),
-                "time": _seconds(sum(c.duration_ms for c in cases)),
+                **counts.counts(),
+                "skipped": str(counts.skipped),
+                "time": _seconds(counts.duration_ms),
                 "timestamp": xml_clean(report.run.started_at),
                 "file": xml_clean(path),
             },
         )
+        children: list[ET.Element] = []
         if report.run.missing_shards:  # a merge with --allow-partial: say what is missing
-            properties = ET.SubElement(suite, "properties")
+            properties = ET.Element("properties")
             ET.SubElement(
                 properties,
                 "property",
@@ -239,7 +295,21 @@ def render_junit(report: Report) -> str:
                     "value": xml_clean(report.run.stop_reason or ""),
                 },
             )
+            children.append(properties)
+        if not children and not counts.tests:
+            yield "\n  " + ET.tostring(suite, encoding="unicode")
+            continue
+        yield "\n  " + _open_tag(suite)
+        for child in children:
+            yield "\n    " + _piece(child, 2)
+        cases = (
+            (next(results) for _ in range(counts.tests))
+            if together
+            else (c for c in report.results if c.suite == path)
+        )
         for case in cases:
-            _testcase(suite, case, regressed.get((case.suite, case.index)))
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+            holder = ET.Element("testsuite")
+            _testcase(holder, case, regressed.get((case.suite, case.index)))
+            yield "\n    " + _piece(holder[0], 2)
+        yield "\n  </testsuite>"
+    yield "\n</testsuites>\n"

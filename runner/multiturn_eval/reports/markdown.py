@@ -51,6 +51,8 @@ repeats render exactly as before.
 from __future__ import annotations
 
 import functools
+import heapq
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -279,17 +281,81 @@ def _apart(who: str, usage: TokenUsage, usd: float | None) -> _Totals:
 MAX_FLAKY = 50
 
 
-def _flaky_lines(report: Report) -> list[str]:
-    """The "Flaky" section: every test case whose runs disagreed, passing or failing."""
-    flaky = [c for c in report.results if v.is_flaky(c)]
-    lines = [
-        f"- {v.STATUS_ICON[c.outcome]} {_case_title(c)} · {md_text(v.repeat_reason(c) or '', 400)}"
-        f" · {_where(c)}"
-        for c in flaky[:MAX_FLAKY]
-    ]
-    if len(flaky) > MAX_FLAKY:
-        lines.append(f"- <i>{len(flaky) - MAX_FLAKY:,} more in report.html</i>")
-    return lines
+#: the most failing test cases the comment can show: whole blocks, then table rows of at
+#: least 12 characters each within MAX_CHARS (the rest are only counted)
+MAX_SHOWN_FAILURES = MAX_BLOCKS + MAX_CHARS // 12 + 1
+
+
+@dataclass
+class _Scan:
+    """What the comment needs of every result, gathered in one pass (issue 23).
+
+    No result is kept: the failing ones are kept as (importance, position), at most
+    :data:`MAX_SHOWN_FAILURES` of them, and read again when the comment is built.
+    """
+
+    failing: int = 0
+    first_failing: list[tuple[tuple[int, int], int]] = field(default_factory=list)
+    skipped: int = 0
+    first_skip_reason: str = ""
+    passed_turns: int = 0
+    flaky: list[str] = field(default_factory=list)
+    flaky_count: int = 0
+    suite_rows: list[_SuiteRow] = field(default_factory=list)
+
+    def flaky_lines(self) -> list[str]:
+        """The "Flaky" section: every test case whose runs disagreed, passing or failing."""
+        lines = list(self.flaky)
+        if self.flaky_count > MAX_FLAKY:
+            lines.append(f"- <i>{self.flaky_count - MAX_FLAKY:,} more in report.html</i>")
+        return lines
+
+
+def _scan(report: Report) -> _Scan:
+    scan = _Scan()
+    heap: list[tuple[tuple[int, int], int]] = []  # the kept failures, negated: a max-heap
+    counts: dict[str, list[int]] = {path: [0, 0, 0, 0] for path in report.run.suites}
+    names: dict[str, str] = {}
+    for position, case in enumerate(report.results):
+        if case.skipped:
+            if not scan.skipped:
+                scan.first_skip_reason = case.errors[0] if case.errors else "not run"
+            scan.skipped += 1
+        elif case.passed:
+            scan.passed_turns += len(case.all_turns())
+        else:
+            scan.failing += 1
+            # sorted by importance, ties in report order: keep the smallest (importance, position)
+            a, b = v.importance(case)
+            item = ((-a, -b), -position)
+            if len(heap) < MAX_SHOWN_FAILURES:
+                heapq.heappush(heap, item)
+            elif item > heap[0]:
+                heapq.heapreplace(heap, item)
+        if v.is_flaky(case):
+            scan.flaky_count += 1
+            if len(scan.flaky) < MAX_FLAKY:
+                scan.flaky.append(
+                    f"- {v.STATUS_ICON[case.outcome]} {_case_title(case)} · "
+                    f"{md_text(v.repeat_reason(case) or '', 400)} · {_where(case)}"
+                )
+        row = counts.setdefault(case.suite, [0, 0, 0, 0])
+        names.setdefault(case.suite, case.suite_name)
+        row[0] += 1
+        row[1 if case.passed else 3 if case.skipped else 2] += 1
+    scan.first_failing = [((-a, -b), -p) for (a, b), p in heap]
+    if len(report.run.suites) >= 2:  # a row per suite file (one suite: the totals say it all)
+        scan.suite_rows = [
+            _SuiteRow(
+                name=f"{md_text(names.get(path, path), 80)} ({md_code(path, 120)})",
+                total=f"{row[0]:,}",
+                passed=f"{row[1]:,}",
+                failed=f"{row[2]:,}",
+                skipped=f"{row[3]:,}",
+            )
+            for path, row in counts.items()
+        ]
+    return scan
 
 
 def render_regrade(info: RegradeInfo) -> str:
@@ -304,29 +370,6 @@ def render_regrade(info: RegradeInfo) -> str:
     for note in info.notes:
         text += f"<br><sub>{md_text(note, 200)}</sub>"
     return text
-
-
-def _suite_rows(report: Report) -> list[_SuiteRow]:
-    """A row per suite file when there are several (one suite: the totals say it all)."""
-    if len(report.run.suites) < 2:
-        return []
-    counts: dict[str, list[int]] = {path: [0, 0, 0, 0] for path in report.run.suites}
-    names: dict[str, str] = {}
-    for case in report.results:
-        row = counts.setdefault(case.suite, [0, 0, 0, 0])
-        names.setdefault(case.suite, case.suite_name)
-        row[0] += 1
-        row[1 if case.passed else 3 if case.skipped else 2] += 1
-    return [
-        _SuiteRow(
-            name=f"{md_text(names.get(path, path), 80)} ({md_code(path, 120)})",
-            total=f"{row[0]:,}",
-            passed=f"{row[1]:,}",
-            failed=f"{row[2]:,}",
-            skipped=f"{row[3]:,}",
-        )
-        for path, row in counts.items()
-    ]
 
 
 def _case_title(case: CaseResult) -> str:
@@ -605,16 +648,13 @@ def _scope_notice(report: Report) -> str:
 def render_markdown(report: Report) -> str:
     """The comment body; a report made in GitHub Actions links to its workflow run."""
     links = v.run_links(report)
-    failing = sorted(
-        (c for c in report.results if not c.passed and not c.skipped), key=v.importance
-    )
-    skipped = [c for c in report.results if c.skipped]
+    scan = _scan(report)
     s = report.summary
     page: dict[str, Any] = {
         "marker": comment_marker(report),
         "verdict": _verdict(report),
         "totals": _totals(report),
-        "suites": _suite_rows(report),
+        "suites": scan.suite_rows,
         "notice": " ".join(
             n
             for n in (
@@ -635,28 +675,31 @@ def render_markdown(report: Report) -> str:
         "omitted": "",
         "passed_line": (
             f"✅ {v.plural(s.passed, 'test case')} passed "
-            f"({v.plural(sum(len(c.all_turns()) for c in report.results if c.passed), 'turn')}); "
+            f"({v.plural(scan.passed_turns, 'turn')}); "
             "not listed."
-            if s.passed and failing
+            if s.passed and scan.failing
             else ""
         ),
         "skipped_line": (
-            f"⏭️ {v.plural(len(skipped), 'test case')} not run: "
-            + md_text(skipped[0].errors[0] if skipped[0].errors else "not run", 200)
-            if skipped
+            f"⏭️ {v.plural(scan.skipped, 'test case')} not run: "
+            + md_text(scan.first_skip_reason, 200)
+            if scan.skipped
             else ""
         ),
         "footer": _footer(report, links),
-        "flaky": _flaky_lines(report),
+        "flaky": scan.flaky_lines(),
     }
     template = _templates().get_template("summary.md.j2")
-    if not failing:
+    if not scan.failing:
         return template.render(page)
+    failing_count = scan.failing
+    # the most important failures, read again one at a time (no more can be shown)
+    failing = (report.results[i] for _, i in sorted(scan.first_failing))
 
     # The fixed part with every section present and the longest counts: the rest is the budget.
     worst = dict(page, blocks=[""], compact=[_CompactRow("", "", "")])
-    worst["compact_title"] = f"{len(failing):,} more failing test cases (first failure each)"
-    worst["omitted"] = _omitted_note(len(failing), links)
+    worst["compact_title"] = f"{failing_count:,} more failing test cases (first failure each)"
+    worst["omitted"] = _omitted_note(failing_count, links)
     budget = MAX_CHARS - len(template.render(worst)) - 64
     blocks: list[str] = []
     compact: list[_CompactRow] = []
@@ -677,7 +720,7 @@ def render_markdown(report: Report) -> str:
         used += size
     shown = len(blocks) + len(compact)
     while True:
-        omitted = len(failing) - len(blocks) - len(compact)
+        omitted = failing_count - len(blocks) - len(compact)
         page.update(
             blocks=blocks,
             compact=compact,
@@ -697,3 +740,8 @@ def render_markdown(report: Report) -> str:
         else:
             blocks.pop()
         shown -= 1
+
+
+def stream_markdown(report: Report) -> Iterator[str]:
+    """:func:`render_markdown`'s text (at most 65,536 characters: one piece)."""
+    yield render_markdown(report)

@@ -18,16 +18,15 @@ date, atomically, before the process exits; see :mod:`multiturn_eval.interrupts`
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import overload
 
 from .._version import __version__
 from ..environment import RunEnvironment
@@ -42,6 +41,15 @@ RENDERERS: dict[str, tuple[str, str]] = {
     "junit": ("junit.xml", "multiturn_eval.reports.junit:render_junit"),
     "markdown": ("summary.md", "multiturn_eval.reports.markdown:render_markdown"),
     "html": ("report.html", "multiturn_eval.reports.html:render_html"),
+}
+
+#: format -> "module:function" rendering a Report as pieces of text (joined: the renderer's
+#: text); a piece never splits one test case's text, so each piece is redacted on its own
+STREAMS: dict[str, str] = {
+    "json": "multiturn_eval.reports.json_report:stream_json",
+    "junit": "multiturn_eval.reports.junit:stream_junit",
+    "markdown": "multiturn_eval.reports.markdown:stream_markdown",
+    "html": "multiturn_eval.reports.html:stream_html",
 }
 
 
@@ -74,7 +82,7 @@ def build_report(
     stop_reason: str | None = None,
     environment: RunEnvironment | None = None,
 ) -> Report:
-    return Report(
+    report = Report(
         run=RunInfo(
             suites=list(suites),
             started_at=started_at,
@@ -88,8 +96,11 @@ def build_report(
             github=github_run(environment),
         ),
         summary=summarize(results),
-        results=list(results),
+        results=[],
     )
+    # a run's results are kept as given: read from its store one at a time (issue 23)
+    report.results = list(results) if isinstance(results, list | tuple) else results  # type: ignore[assignment]
+    return report
 
 
 def renderer(fmt: str) -> Callable[[Report], str]:
@@ -98,12 +109,23 @@ def renderer(fmt: str) -> Callable[[Report], str]:
     return fn
 
 
-def write_atomic(path: Path, text: str) -> None:
+def streamer(fmt: str) -> Callable[[Report], Iterator[str]]:
+    module_name, _, func = STREAMS[fmt].partition(":")
+    fn: Callable[[Report], Iterator[str]] = getattr(importlib.import_module(module_name), func)
+    return fn
+
+
+def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (or its pieces, one after another) to a temporary file, then rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+            if isinstance(text, str):
+                handle.write(text)
+            else:
+                for piece in text:
+                    handle.write(piece)
         Path(tmp).chmod(0o644)  # mkstemp makes 0600; reports are read by CI and other users
         Path(tmp).replace(path)
     except BaseException:
@@ -117,26 +139,80 @@ def redact_report(report: Report, redact: Redactor) -> Report:
     Renderers escape and cut text (Markdown writes ``_`` as ``&#95;``, long
     replies are cut), which can split a secret so that redacting their output
     alone would miss it; the output is still redacted as well.
+
+    The run, summary and comparison are redacted now; the results as each one is
+    read (:class:`RedactedResults`), unless they already went through ``redact``
+    (a run's results are stored redacted: :mod:`multiturn_eval.run_store`).
     """
     if not redact.active:
         return report
+    shell = report.model_copy(update={"results": []})
     try:
-        return Report.model_validate_json(redact(dump_json(report)))
+        clean = Report.model_validate_json(redact(dump_json(shell)))
     except ValueError:  # a "secret" that matched inside JSON syntax: rely on output redaction
-        return report
+        clean = shell
+    results: Sequence[CaseResult] = report.results
+    if getattr(results, "redacted_by", None) is not redact:
+        results = RedactedResults(results, redact)
+    clean.results = results  # type: ignore[assignment]
+    return clean
+
+
+class RedactedResults(Sequence[CaseResult]):
+    """``results`` with every secret replaced in each one's data, as each is read."""
+
+    def __init__(self, results: Sequence[CaseResult], redact: Redactor) -> None:
+        self.results = results
+        self.redacted_by = redact
+
+    def _clean(self, case: CaseResult) -> CaseResult:
+        text = dump_json(case)
+        clean = self.redacted_by(text)
+        if clean == text:
+            return case
+        try:
+            return CaseResult.model_validate_json(clean)
+        except ValueError:  # a "secret" inside JSON syntax: rely on output redaction
+            return case
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @overload
+    def __getitem__(self, index: int) -> CaseResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
+    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
+        if isinstance(index, slice):
+            return [self._clean(case) for case in self.results[index]]
+        return self._clean(self.results[index])
+
+    def __iter__(self) -> Iterator[CaseResult]:
+        for case in self.results:
+            yield self._clean(case)
+
+
+def stream_reports(
+    report: Report, formats: Sequence[str], redact: Redactor
+) -> Iterator[tuple[str, Iterator[str]]]:
+    """(format, its redacted text in pieces) for each format, ``report.json`` first.
+
+    ``report.json`` first: it is the one a signal arriving during the writing
+    must not cost. Each piece is redacted on its own (a piece never splits a test
+    case's text, so never a secret the data held); nothing holds a whole report.
+    """
+    clean = redact_report(report, redact)
+    for fmt in sorted(formats, key=lambda f: f != "json"):
+        pieces = streamer(fmt)(clean)
+        yield fmt, (map(redact, pieces) if redact.active else pieces)
 
 
 def render_reports(
     report: Report, formats: Sequence[str], redact: Redactor
 ) -> Iterator[tuple[str, str]]:
-    """(format, redacted text) for each format, ``report.json`` first whatever the order.
-
-    ``report.json`` first: it is the one a signal arriving during the writing
-    must not cost.
-    """
-    clean = redact_report(report, redact)
-    for fmt in sorted(formats, key=lambda f: f != "json"):
-        yield fmt, redact(renderer(fmt)(clean))
+    """(format, redacted text) for each format, ``report.json`` first whatever the order."""
+    for fmt, pieces in stream_reports(report, formats, redact):
+        yield fmt, "".join(pieces)
 
 
 def write_reports(
@@ -149,15 +225,22 @@ def write_reports(
 ) -> dict[str, Path]:
     """Render and write each requested format; returns format -> path (in ``formats`` order).
 
-    ``on_text(format, text)`` sees each text as written (the Action keeps
-    ``summary.md`` for the comment instead of reading the file back).
+    Each file is streamed to its temporary file piece by piece. ``on_text(format,
+    text)`` sees ``summary.md``'s text as written (the Action keeps it for the
+    comment instead of reading the file back; it is at most 65,536 characters),
+    and is called with ``""`` for the other formats, once each is written.
     ``written``, when given, is filled as each file is written, so a caller
     still knows what is on disk when a later format fails.
     """
     written = {} if written is None else written
-    for fmt, text in render_reports(report, formats, redact):
+    for fmt, pieces in stream_reports(report, formats, redact):
         path = report_dir / RENDERERS[fmt][0]
-        write_atomic(path, text)
+        text = ""
+        if fmt == "markdown":
+            text = "".join(pieces)
+            write_atomic(path, text)
+        else:
+            write_atomic(path, pieces)
         written[fmt] = path
         if on_text is not None:
             on_text(fmt, text)
@@ -190,13 +273,15 @@ class OnDisk:
 
 
 class ProgressWriter:
-    """Writes each test case out as it finishes, and keeps ``report.json`` current.
+    """Keeps ``report.json`` current while the run goes on.
 
     - ``results.jsonl``: one line per finished test case (a ``CaseResult``, in
       the shape of ``report.json``'s ``results`` items), in completion order,
       appended and flushed as each finishes; the file is started afresh by each
       run. Useful to follow a long run (``tail -f``), and what is left when a
-      run is killed with SIGKILL.
+      run is killed with SIGKILL. It is the run's store
+      (:class:`multiturn_eval.run_store.RunStore` writes it): reports are
+      streamed from it.
     - ``report.json``: rewritten from the run's snapshot (``run.complete:
       false`` until the final write) when ``interval`` seconds have passed
       *and* at least ``cost_factor`` times as long as the last snapshot took to
@@ -217,6 +302,7 @@ class ProgressWriter:
         cost_factor: float = 20.0,
         lock: threading.Lock | None = None,
         disk: OnDisk | None = None,
+        failed: Callable[[], str | None] | None = None,
     ) -> None:
         self.disk = disk or OnDisk()
         self.path = report_dir / RENDERERS["json"][0]
@@ -228,34 +314,24 @@ class ProgressWriter:
         """Held while report files are written: a snapshot is skipped rather than waited for."""
         self._next = time.monotonic() + interval
         self.snapshots = 0
-        self.error: str | None = None
-        """Why the progress files stopped being written (a full disk, ...); the run goes on."""
-        self._journal: TextIO | None = None
-        try:
-            report_dir.mkdir(parents=True, exist_ok=True)
-            self._journal = (report_dir / self.JOURNAL).open("w", encoding="utf-8")
-        except OSError as exc:
-            self._failed(exc)
+        self._store_error = failed or (lambda: None)
+        self._error: str | None = None
 
-    def _failed(self, exc: OSError) -> None:
-        self.error = f"progress files stopped: {exc.strerror or exc}"
-        self.close()
+    @property
+    def error(self) -> str | None:
+        """Why the progress files stopped being written (a full disk, ...); the run goes on."""
+        return self._error or self._store_error()
 
     def case_finished(self, result: CaseResult) -> None:
         """Never raises for a file problem: the run matters more than its progress files."""
-        if self._journal is None:
+        if self.error is not None:
             return
         try:
-            line = self.redact(dump_json(result)) + "\n"
-            with self.disk.journal_lock:
-                self._journal.write(line)
-                self._journal.flush()
-                self.disk.journaled += 1
             now = time.monotonic()
             if now >= self._next and self.lock.acquire(blocking=False):
                 try:
                     mark = self.disk.journaled
-                    write_atomic(self.path, self.redact(renderer("json")(self.snapshot())))
+                    write_atomic(self.path, map(self.redact, streamer("json")(self.snapshot())))
                     self.disk.covered(mark)
                 finally:
                     self.lock.release()
@@ -263,10 +339,7 @@ class ProgressWriter:
                 self.snapshots += 1
                 self._next = done + max(self.interval, self.cost_factor * (done - now))
         except OSError as exc:
-            self._failed(exc)
+            self._error = f"progress files stopped: {exc.strerror or exc}"
 
     def close(self) -> None:
-        journal, self._journal = self._journal, None
-        if journal is not None:
-            with contextlib.suppress(OSError):
-                journal.close()
+        """Nothing to close: the store owns ``results.jsonl``."""

@@ -1,0 +1,258 @@
+"""Where a run's finished results go as they finish: a file, not memory (issue 23).
+
+A finished :class:`~multiturn_eval.results.CaseResult` is written once, as its
+redacted JSON text (``redact(dump_json(result))``), and the run keeps where it
+lies: two machine integers a test case, in per-suite arrays indexed by the
+case's position in its suite. Reports are built from the file, one result at a
+time (:class:`RunResults`).
+
+The file is the progress journal ``results.jsonl`` when ``report.json`` is
+among the formats (its lines are what users ``tail -f``); otherwise a private
+spool file in the system's temporary directory (``multiturn-eval-results-*.jsonl``),
+deleted once the store and every report reading it are gone (or at exit).
+
+If the file cannot be written (a full disk), nothing is lost: the result that
+failed and every later one are kept in memory, already redacted, and
+:attr:`RunStore.error` says so (the run shows it as a warning).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import weakref
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, overload
+
+from .results import CaseResult
+from .stored import ResultFile
+from .stored import _read as read_span
+from .types import STORED
+
+if TYPE_CHECKING:
+    from .reports.writer import OnDisk
+    from .secrets import Redactor
+
+#: an entry of :class:`RunResults` that is not in the file: a case to show as not run
+_NOT_RUN = -1
+#: an entry of :class:`RunResults` held as a model (kept, partial repeat, memory fallback)
+_HELD = -2
+
+
+def redacted_text(result: CaseResult, redact: Redactor) -> str:
+    """``result``'s JSON (as ``report.json`` holds it) with every secret replaced.
+
+    When a "secret" matched inside JSON syntax, so that the redacted text no
+    longer reads back, the strings of the result are redacted one by one instead.
+    """
+    from .reports.json_report import dump_json
+
+    text = dump_json(result)
+    clean = redact(text)
+    if clean == text:
+        return text
+    try:
+        CaseResult.model_validate_json(clean)
+    except ValueError:
+        data = _redact_strings(json.loads(text), redact)
+        clean = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return clean
+
+
+def _redact_strings(value: Any, redact: Redactor) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_strings(v, redact) for v in value]
+    if isinstance(value, dict):
+        return {redact(k): _redact_strings(v, redact) for k, v in value.items()}
+    return value
+
+
+def _parse(data: bytes | str) -> CaseResult:
+    """A result from the run's own JSON (skipping the validators that clean user values)."""
+    return CaseResult.model_validate_json(data, context=STORED)
+
+
+class RunStore:
+    """The finished results of one run: (suite position, case index) -> where it lies.
+
+    ``sizes`` are the number of test cases of each planned suite (the length of
+    its case index). With ``journal`` the file is that path (``results.jsonl``,
+    started afresh) and every append holds ``disk.journal_lock`` and counts in
+    ``disk.journaled``; with ``spool`` a private temporary file; with neither,
+    results are kept in memory (tests, and the fallback).
+    """
+
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        redact: Redactor,
+        *,
+        journal: Path | None = None,
+        disk: OnDisk | None = None,
+        spool: bool = False,
+    ) -> None:
+        self.redact = redact
+        self.offsets = [array("q", [_NOT_RUN]) * n for n in sizes]
+        self.lengths = [array("q", [0]) * n for n in sizes]
+        self.held: dict[tuple[int, int], CaseResult] = {}
+        """Results kept in memory (redacted), once the file failed or without one."""
+        self.count = 0
+        """Test cases stored so far."""
+        self.disk = disk if journal is not None else None
+        self.error: str | None = None
+        """Why results are kept in memory (the file could not be opened or written)."""
+        self.file: ResultFile | None = None
+        self.path: Path | None = None
+        try:
+            if journal is not None:
+                journal.parent.mkdir(parents=True, exist_ok=True)
+                self.file = ResultFile(journal)
+                self.path = journal
+            elif spool:
+                fd, name = tempfile.mkstemp(prefix="multiturn-eval-results-", suffix=".jsonl")
+                os.close(fd)
+                self.path = Path(name)
+                weakref.finalize(self, _unlink, self.path)
+                self.file = ResultFile(self.path)
+        except OSError as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        what = "progress files stopped" if self.disk is not None else "cannot spool results"
+        self.error = f"{what}: {exc.strerror or exc}; the results from then on are kept in memory"
+        self.close()
+
+    def put(self, s: int, index: int, result: CaseResult) -> None:
+        """Store ``result`` as (suite ``s``, case ``index``)'s; never raises for a file problem."""
+        text = redacted_text(result, self.redact)
+        if self.file is not None:
+            try:
+                if self.disk is not None:
+                    with self.disk.journal_lock:
+                        offset, length = self.file.append(text)
+                        self.disk.journaled += 1
+                else:
+                    offset, length = self.file.append(text)
+            except OSError as exc:
+                self._failed(exc)
+            else:
+                self.offsets[s][index] = offset
+                self.lengths[s][index] = length
+                self.count += 1
+                return
+        self.held[(s, index)] = _parse(text)
+        self.offsets[s][index] = _HELD
+        self.count += 1
+
+    def has(self, s: int, index: int) -> bool:
+        return self.offsets[s][index] != _NOT_RUN
+
+    def close(self) -> None:
+        """Stop writing (what is stored stays readable)."""
+        file, self.file = self.file, None
+        if file is not None:
+            with contextlib.suppress(OSError):
+                file.close()
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+Make = Callable[[], CaseResult]
+
+
+class RunResults(Sequence[CaseResult]):
+    """A report's results, in plan order, read from a :class:`RunStore` one at a time.
+
+    Built when a report is built (:meth:`multiturn_eval.scheduler.RunState.final_results`):
+    it holds where each stored result lies then (16 bytes a case), so the run may go
+    on storing results meanwhile. A case not in the file is made when it is read:
+    ``made[i]`` builds entry ``i`` (a not-run result, a partial repeat, a kept one).
+    ``finish`` (``RunOptions.finish_case``) is applied to the made ones (the stored
+    ones went through it before they were stored); ``redacted_by`` is the redactor
+    every result read has gone through (see :func:`multiturn_eval.reports.writer.redact_report`).
+    """
+
+    def __init__(
+        self,
+        store: RunStore,
+        offsets: array[int],
+        lengths: array[int],
+        made: dict[int, Make],
+        finish: Callable[[CaseResult], CaseResult] | None = None,
+    ) -> None:
+        self.store = store  # keeps the spool file alive as long as a report reads it
+        self.offsets = offsets
+        self.lengths = lengths
+        self.made = made
+        self.finish = finish
+        self.redacted_by = store.redact
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def _made(self, i: int) -> CaseResult:
+        result = self.made[i]()
+        if self.finish is not None:
+            result = self.finish(result)
+        if self.redacted_by.active:
+            result = _parse(redacted_text(result, self.redacted_by))
+        return result
+
+    def _get(self, i: int, handle: BinaryIO | None) -> CaseResult:
+        offset = self.offsets[i]
+        if offset < 0:
+            return self._made(i)
+        assert handle is not None
+        return _parse(read_span(handle, offset, self.lengths[i]))
+
+    @overload
+    def __getitem__(self, index: int) -> CaseResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
+    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        if self.offsets[index] < 0:
+            return self._made(index)
+        assert self.store.path is not None
+        with self.store.path.open("rb") as handle:
+            return self._get(index, handle)
+
+    def __iter__(self) -> Iterator[CaseResult]:
+        handle: BinaryIO | None = None
+        try:
+            for i in range(len(self)):
+                if handle is None and self.offsets[i] >= 0:
+                    assert self.store.path is not None
+                    handle = self.store.path.open("rb")
+                yield self._get(i, handle)
+        finally:
+            if handle is not None:
+                handle.close()
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of equal results (a report read back compares equal)."""
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RunResults({len(self)} results from {self.store.path or 'memory'})"
