@@ -221,6 +221,50 @@ def test_usage_the_table_refuses_is_unpriced_not_a_crash() -> None:
     assert sonnet_4_5().cost(hostile) is None
 
 
+USAGES = [
+    TokenUsage(),
+    TokenUsage(prompt_tokens=1_200, completion_tokens=50),
+    TokenUsage(prompt_tokens=900, completion_tokens=7, cache_read_tokens=4_000),
+    TokenUsage(prompt_tokens=10, completion_tokens=1, cache_creation_tokens=3_000),
+    TokenUsage(prompt_tokens=150_000, completion_tokens=900, cache_read_tokens=60_000),
+    TokenUsage(prompt_tokens=272_001, completion_tokens=3, cache_creation_tokens=1),
+    TokenUsage(prompt_tokens=10**12, completion_tokens=10**12, cache_read_tokens=10**9),
+]
+
+
+def test_a_request_costs_what_genai_prices_own_calculation_says() -> None:
+    """The per-price work done once (:func:`multiturn_eval.pricing._resolved`) changes no
+    cost: every model the anthropic, openai and azure tables sell, flat and tiered, with
+    usages below and above the tiers, costs exactly what ``ModelInfo.calc_price`` says."""
+    from datetime import UTC, datetime
+
+    from genai_prices import Usage
+
+    checked = 0
+    for provider in ("anthropic", "openai", "azure"):
+        source = next(p for p in _table().providers if p.id == provider)
+        for info in source.models:
+            price = _table_price(info.id, provider)
+            if price is None:
+                continue
+            for usage in USAGES:
+                request = Usage(
+                    input_tokens=usage.prompt_tokens
+                    + usage.cache_creation_tokens
+                    + usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_creation_tokens,
+                    cache_read_tokens=usage.cache_read_tokens,
+                    output_tokens=usage.completion_tokens,
+                )
+                engine = price.info.calc_price(
+                    request, price.source, genai_request_timestamp=datetime.now(UTC)
+                )
+                assert price.cost(usage) == float(engine.total_price), (info.id, usage)
+                assert price.cost(usage) == price.cost(usage)  # the kept part is reused
+                checked += 1
+    assert checked > 300
+
+
 # ------------------------------------------------------------------ providers
 
 

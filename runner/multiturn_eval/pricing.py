@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -64,8 +64,10 @@ from .suite import ModelPrice, OpenAIAgent, SemanticKernelAgent
 from .types import TokenUsage
 
 if TYPE_CHECKING:
+    from genai_prices import Usage
     from genai_prices.data_snapshot import DataSnapshot
     from genai_prices.types import ModelInfo, Provider, TieredPrices
+    from genai_prices.types import ModelPrice as TableModelPrice
 
     from .suite import AgentConfig
 
@@ -130,6 +132,7 @@ class TablePrice(Price):
 
     def cost(self, usage: TokenUsage) -> float | None:
         from genai_prices import Usage
+        from genai_prices.types import ModelPrice as TableModelPrice
 
         try:
             request = Usage(
@@ -140,10 +143,65 @@ class TablePrice(Price):
                 cache_read_tokens=usage.cache_read_tokens,
                 output_tokens=usage.completion_tokens,
             )
-            priced = self.info.calc_price(request, self.source)
+            prices = self.info.prices
+            if isinstance(prices, TableModelPrice):  # one price, whatever the date
+                return _resolved(prices)(request)
+            # prices that change on a date: the one in force now, as genai-prices picks it
+            return _resolved(self.info.get_prices(datetime.now(UTC)))(request)
         except (ValueError, ArithmeticError):  # counts the table refuses (negative ones)
             return None
-        return float(priced.total_price)
+
+
+_RESOLVED: dict[int, tuple[object, Callable[[Usage], float]]] = {}
+"""id(ModelPrice) -> (the ModelPrice, its calculation): the part of genai-prices'
+``ModelPrice.calc_price`` that is the same for every request, done once per price."""
+
+
+def _resolved(price: TableModelPrice) -> Callable[[Usage], float]:
+    """``price``'s calculation of one request's usage, its per-price work done once.
+
+    genai-prices' ``ModelPrice.calc_price`` resolves the price's units and validates
+    them on every call (about half of its 120-140 us); both depend on the price alone.
+    This keeps them and runs the rest of the same calculation per request: the usage's
+    priced counts (its decomposition into units), each unit's rate (the tier that
+    request's input reaches), summed in Decimal. Where genai-prices lacks the private
+    helpers this uses (another version), the public ``calc_price`` is used whole.
+    ``tests/test_pricing.py`` checks the two agree over the table's models.
+    """
+    entry = _RESOLVED.get(id(price))
+    if entry is not None and entry[0] is price:
+        return entry[1]
+    calculate: Callable[[Usage], float]
+    try:
+        from genai_prices.types import (
+            TieredPrices,
+            _collect_resolved_model_prices,
+            _compute_registry_priced_counts,
+            calc_unit_price,
+        )
+        from genai_prices.units import _get_registry
+        from genai_prices.validation import validate_priced_units
+    except ImportError:  # pragma: no cover - another genai-prices: its whole calculation
+
+        def calculate(usage: Usage) -> float:
+            return float(price.calc_price(usage)["total_price"])
+
+    else:
+        registry = _get_registry()
+        units = _collect_resolved_model_prices(price, registry)
+        validate_priced_units(tuple(unit for unit, _ in units), registry)
+        tiered = any(isinstance(rate, TieredPrices) for _, rate in units)
+
+        def calculate(usage: Usage) -> float:
+            counts = _compute_registry_priced_counts(units, usage)
+            threshold = usage.input_tokens if tiered else 0
+            total = Decimal(0)
+            for unit, rate in units:
+                total += calc_unit_price(rate, counts[unit.usage_key], threshold, unit.per)
+            return float(total)
+
+    _RESOLVED[id(price)] = (price, calculate)
+    return calculate
 
 
 def model_family(model: str) -> str:
