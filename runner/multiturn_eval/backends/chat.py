@@ -422,9 +422,11 @@ def status_basics(
 class ChatClient:
     """One SDK client of one endpoint, with its dialect, wording and exchange point.
 
-    ``connect()`` builds the SDK's client; it is called (and the SDK imported) on the
-    first request that goes out, never for a call the fixtures answer: a replayed run
-    imports no SDK and builds no client (bench/README.md, "Fixtures end to end").
+    ``connect()`` builds the SDK's client (importing the SDK): :meth:`prepare` calls it
+    before the run, as the backend, judge or simulated user is set up, unless the
+    fixtures answer every call (``replay``); then the first request that goes out would,
+    and none does: a replayed run imports no SDK and builds no client (bench/README.md,
+    "Fixtures end to end").
     """
 
     def __init__(
@@ -450,6 +452,12 @@ class ChatClient:
         if self._sdk is None:
             self._sdk = self._connect()
         return self._sdk
+
+    def prepare(self, fixtures: FixturesMode) -> None:
+        """Build the SDK's client now (its import and TLS context paid while loading, not by
+        the first request), unless ``fixtures`` is ``replay``: no request goes out then."""
+        if fixtures != "replay":
+            self.sdk  # noqa: B018 - built by the property
 
     async def _post(self, side: Side, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
         """One request with the SDK client's own ``post`` (its headers, auth, URL, Azure paths).
@@ -713,6 +721,7 @@ class ChatBackend(ModelBackend):
 
     def start(self, client: ChatClient, requests: Requests) -> None:
         self.requests = requests
+        client.prepare(self.fixtures)
         if self.fixtures != "off":
             client.use_fixtures(self.fixtures, live=self.fixtures_live)
         self.chat = ChatAgent(

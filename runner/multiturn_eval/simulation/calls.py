@@ -102,6 +102,7 @@ class SimulatorService:
                 side="user",
                 block="user_simulator",
             )
+            client.prepare(self.fixtures)
             if self.fixtures != "off":
                 client.use_fixtures(self.fixtures, live=bool(api_key))
         return client

@@ -172,7 +172,8 @@ class JudgeClient:
 def make_client(
     backend: str, base_url: str | None, api_key: str, api_version: str | None, timeout: float
 ) -> JudgeClient:
-    """The client of one judge endpoint (its SDK imported now)."""
+    """The client of one judge endpoint (its SDK imported by ``client.prepare``, or by its
+    first live call)."""
     return JudgeClient(backend, base_url, api_key, api_version, timeout)
 
 
