@@ -23,6 +23,7 @@ from multiturn_eval.pricing import (
     judge_provider,
     model_family,
     price_for,
+    table_usage,
     table_version,
 )
 from multiturn_eval.suite import ModelPrice, Suite
@@ -238,8 +239,6 @@ def test_a_request_costs_what_genai_prices_own_calculation_says() -> None:
     usages below and above the tiers, costs exactly what ``ModelInfo.calc_price`` says."""
     from datetime import UTC, datetime
 
-    from genai_prices import Usage
-
     checked = 0
     for provider in ("anthropic", "openai", "azure"):
         source = next(p for p in _table().providers if p.id == provider)
@@ -248,16 +247,8 @@ def test_a_request_costs_what_genai_prices_own_calculation_says() -> None:
             if price is None:
                 continue
             for usage in USAGES:
-                request = Usage(
-                    input_tokens=usage.prompt_tokens
-                    + usage.cache_creation_tokens
-                    + usage.cache_read_tokens,
-                    cache_write_tokens=usage.cache_creation_tokens,
-                    cache_read_tokens=usage.cache_read_tokens,
-                    output_tokens=usage.completion_tokens,
-                )
                 engine = price.info.calc_price(
-                    request, price.source, genai_request_timestamp=datetime.now(UTC)
+                    table_usage(usage), price.source, genai_request_timestamp=datetime.now(UTC)
                 )
                 assert price.cost(usage) == float(engine.total_price), (info.id, usage)
                 assert price.cost(usage) == price.cost(usage)  # the kept part is reused

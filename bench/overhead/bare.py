@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.backends import child_json  # noqa: E402
 from bench.overhead.run import PARALLEL, PROTOCOL, child_env, control, one_run, server  # noqa: E402
-from bench.overhead.workload import INSTRUCTIONS, dump, load  # noqa: E402
+from bench.overhead.workload import INSTRUCTIONS, workload_file  # noqa: E402
 
 BARE = """
 import asyncio, json, os, sys, urllib.request
@@ -111,10 +111,7 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    dialogues = load()
-    with tempfile.TemporaryDirectory() as tmp:
-        workload = Path(tmp) / "workload.json"
-        dump(dialogues, workload)
+    with workload_file() as (dialogues, workload):
         print(f"{len(dialogues)} ConvFinQA dialogues, tools off, -p {PARALLEL}, 0 ms latency\n")
         print(
             "| backend | pair | runner CPU/request | bare SDK CPU/request | runner - SDK | load |"

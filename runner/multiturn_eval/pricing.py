@@ -131,18 +131,10 @@ class TablePrice(Price):
     source: Provider = field(repr=False, compare=False)
 
     def cost(self, usage: TokenUsage) -> float | None:
-        from genai_prices import Usage
         from genai_prices.types import ModelPrice as TableModelPrice
 
         try:
-            request = Usage(
-                input_tokens=usage.prompt_tokens
-                + usage.cache_creation_tokens
-                + usage.cache_read_tokens,
-                cache_write_tokens=usage.cache_creation_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                output_tokens=usage.completion_tokens,
-            )
+            request = table_usage(usage)
             prices = self.info.prices
             if isinstance(prices, TableModelPrice):  # one price, whatever the date
                 return _resolved(prices)(request)
@@ -150,6 +142,19 @@ class TablePrice(Price):
             return _resolved(self.info.get_prices(datetime.now(UTC)))(request)
         except (ValueError, ArithmeticError):  # counts the table refuses (negative ones)
             return None
+
+
+def table_usage(usage: TokenUsage) -> Usage:
+    """One request's usage as genai-prices counts it (the mapping in the module docstring:
+    its input includes the cached parts)."""
+    from genai_prices import Usage
+
+    return Usage(
+        input_tokens=usage.prompt_tokens + usage.cache_creation_tokens + usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_creation_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        output_tokens=usage.completion_tokens,
+    )
 
 
 _RESOLVED: dict[int, tuple[object, Callable[[Usage], float]]] = {}
