@@ -108,7 +108,8 @@ class SimulatorService:
         return client
 
     def prepare(self, endpoints: Iterable[Endpoint]) -> None:
-        """Build these clients before the run (an SDK import and a TLS context each)."""
+        """Build these clients before the run (an SDK import and a TLS context each; under
+        ``--fixtures replay``, neither: every call is answered from the fixtures)."""
         for endpoint in endpoints:
             self.client(endpoint)
 

@@ -270,7 +270,7 @@ class JudgeService:
 
         Importing an SDK and building its client (TLS context included) costs about a
         tenth of a second: paid while loading, as for the agent backends, not by the
-        first judged turn.
+        first judged turn (under ``--fixtures replay`` neither is done: no call goes out).
         """
         for key in endpoints:
             if key not in self._clients:
