@@ -109,7 +109,7 @@ def judge_env(url: str) -> dict[str, str]:
     """The child's environment: the repository importable, the fake judge as Anthropic."""
     return {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")]),  # this checkout's
         "ANTHROPIC_API_KEY": API_KEY,
         "ANTHROPIC_BASE_URL": url,
     }

@@ -233,7 +233,9 @@ def runner(args: argparse.Namespace) -> None:
         with fake_server(command) as url, tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
             write_suite(work / "suite.yaml", n, turns, latency, simulator, url)
-            env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": API_KEY}
+            # this checkout's runner, whatever the environment has installed
+            path = os.pathsep.join([str(ROOT), str(ROOT / "runner")])
+            env = {**os.environ, "PYTHONPATH": path, "ANTHROPIC_API_KEY": API_KEY}
             floors = []
             for _ in range(args.repeats):
                 got = child_json(CHILD.format(parallel=parallel), env, work, f"{simulator}: ")

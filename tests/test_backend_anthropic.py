@@ -265,3 +265,22 @@ def test_the_backend_pages_examples_are_valid_suites() -> None:
         data = parse_yaml(re.sub(r"\$\{\w+\}", "value", block)).data  # the loader's YAML rules
         data.setdefault("test_cases", [{"input": "hi"}])
         Suite.model_validate(data)
+
+
+def test_the_wire_check_knows_the_block_types_of_the_installed_sdk() -> None:
+    """:data:`~multiturn_eval.backends.messages_api.BLOCK_TYPES` is kept in the module (the
+    check imports no SDK, so a replay never does): it must be the SDK's ``ContentBlock``
+    union, or an SDK upgrade would refuse (or let through) a block type unseen."""
+    import typing
+
+    from anthropic.types import ContentBlock
+
+    from multiturn_eval.backends.messages_api import BLOCK_TYPES
+
+    (union, *_) = typing.get_args(ContentBlock)
+    sdk = {
+        value
+        for cls in typing.get_args(union)
+        for value in typing.get_args(cls.model_fields["type"].annotation)
+    }
+    assert BLOCK_TYPES == sdk

@@ -417,6 +417,32 @@ def test_intercept_httpx_catches_clients_made_before_the_run(tmp_path: Path) -> 
     assert transport.intercepting() is None
 
 
+HTTPX_LATE = """
+import json, sys
+from multiturn_eval.fixtures.transport import intercept_httpx
+before = "httpx" in sys.modules
+with intercept_httpx("replay"):
+    imported_by_patch = "httpx" in sys.modules
+    import httpx  # as a python agent's tool might, during the run
+    refused = httpx.get("http://127.0.0.1:9/v1/x")  # outside any test case: refused in replay
+    status, kind = refused.status_code, refused.json()["error"]["type"]
+restored = not hasattr(httpx.HTTPTransport.handle_request, "__wrapped__")
+print("PROBE " + json.dumps([before, imported_by_patch, status, kind, restored]))
+"""
+
+
+def test_httpx_imported_during_the_run_is_intercepted_and_not_imported_before(
+    tmp_path: Path,
+) -> None:
+    """A run that never uses ``httpx`` does not import it (a replay's start-up), and one
+    that imports it while the fixtures intercept gets its transports patched at once: a
+    request to a closed port is answered by the fixtures (refused), never sent."""
+    from tests.cli_probe import run_probe
+
+    result = run_probe(HTTPX_LATE, tmp_path, ())
+    assert result == [False, False, 404, "not_in_fixtures", True]
+
+
 def test_intercept_httpx_nests_and_refuses_a_second_mode() -> None:
     with intercept_httpx("replay"):
         with intercept_httpx("replay"):

@@ -5,6 +5,12 @@ afterwards: ``validate`` and ``schema`` (whatever the backend) and a run on the
 ``python`` backend must not import ``anthropic``, ``semantic_kernel`` or
 ``openai``; a run on the ``anthropic`` backend does import ``anthropic`` (so
 the check can fail), and one on the ``openai`` backend imports ``openai`` alone.
+
+A replay imports no SDK at all: a suite of the ``anthropic`` or ``openai`` backend (tools
+and an LLM judge included), recorded against the fake server, then replayed with the
+server stopped and no key, never imports ``anthropic`` or ``openai`` (the fixtures answer
+every call; the SDK is imported, and its client built, for the first live request only),
+while the recording run of the same suite does (the counter-check).
 """
 
 from __future__ import annotations
@@ -15,6 +21,9 @@ from pathlib import Path
 import pytest
 
 from tests.cli_probe import run_probe
+from tests.fakes import anthropic_server as fa
+from tests.fakes import openai_server as fo
+from tests.fakes._server import Request
 
 HEAVY = ("anthropic", "semantic_kernel", "openai")
 
@@ -108,3 +117,57 @@ def test_openai_backend_run_imports_openai_only(tmp_path: Path) -> None:
     env = {"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
     result = probe(tmp_path, "run", "openai.yaml", "-o", "out", "--turn-timeout", "5", env=env)
     assert result["heavy"] == ["openai"]
+
+
+REPLAYED_SUITE = """\
+agent:
+  backend: {backend}
+  model: {model}
+  retry: {{max_attempts: 1}}
+  tools:
+    - function: tests.tool_funcs:subtract
+judge: {{backend: {backend}, model: {model}}}
+test_cases:
+  - name: greeting
+    turns:
+      - input: hello
+        evaluations:
+          - {{type: judge, name: polite, rubric: The reply is polite.}}
+      - input: and again
+"""
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "openai"])
+def test_a_replayed_suite_imports_no_sdk(tmp_path: Path, backend: str) -> None:
+    """Recorded with the SDK (the agent's calls and the judge's), replayed without it."""
+    server: fa.FakeAnthropic | fo.FakeOpenAI
+    if backend == "anthropic":
+        model = "claude-haiku-4-5"
+
+        def answer(request: Request) -> fa.Message:
+            if (request.body.get("tool_choice") or {}).get("type") == "tool":
+                return fa.verdict(verdict="pass", reason="Polite.")
+            return fa.echo(request)
+
+        server = fa.FakeAnthropic(answer)
+    else:
+        model = "gpt-5-mini"
+
+        def chat(request: Request) -> fo.Completion:
+            if "response_format" in request.body:
+                return fo.text('{"verdict": "pass", "reason": "Polite."}')
+            return fo.echo(request)
+
+        server = fo.FakeOpenAI(chat)
+    (tmp_path / "replayed.yaml").write_text(REPLAYED_SUITE.format(backend=backend, model=model))
+    argv = ("run", "replayed.yaml", "-o", "out", "--turn-timeout", "20", "--fixtures")
+    with server as fake:
+        live = (
+            {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": fake.url}
+            if isinstance(fake, fa.FakeAnthropic)
+            else {"OPENAI_API_KEY": fo.API_KEY, "OPENAI_BASE_URL": fake.base_url}
+        )
+        recorded = probe(tmp_path, *argv, "record", env=live)
+    assert recorded == {"code": 0, "heavy": [backend]}
+    no_key = {k: v for k, v in live.items() if "KEY" not in k}  # the server is stopped
+    assert probe(tmp_path, *argv, "replay", env=no_key) == {"code": 0, "heavy": []}

@@ -23,6 +23,7 @@ from multiturn_eval.pricing import (
     judge_provider,
     model_family,
     price_for,
+    table_usage,
     table_version,
 )
 from multiturn_eval.suite import ModelPrice, Suite
@@ -219,6 +220,40 @@ def test_extreme_usage_is_still_priced(usage: TokenUsage) -> None:
 def test_usage_the_table_refuses_is_unpriced_not_a_crash() -> None:
     hostile = TokenUsage.model_construct(prompt_tokens=-5)  # bypasses TokenUsage's checks
     assert sonnet_4_5().cost(hostile) is None
+
+
+USAGES = [
+    TokenUsage(),
+    TokenUsage(prompt_tokens=1_200, completion_tokens=50),
+    TokenUsage(prompt_tokens=900, completion_tokens=7, cache_read_tokens=4_000),
+    TokenUsage(prompt_tokens=10, completion_tokens=1, cache_creation_tokens=3_000),
+    TokenUsage(prompt_tokens=150_000, completion_tokens=900, cache_read_tokens=60_000),
+    TokenUsage(prompt_tokens=272_001, completion_tokens=3, cache_creation_tokens=1),
+    TokenUsage(prompt_tokens=10**12, completion_tokens=10**12, cache_read_tokens=10**9),
+]
+
+
+def test_a_request_costs_what_genai_prices_own_calculation_says() -> None:
+    """The per-price work done once (:func:`multiturn_eval.pricing._resolved`) changes no
+    cost: every model the anthropic, openai and azure tables sell, flat and tiered, with
+    usages below and above the tiers, costs exactly what ``ModelInfo.calc_price`` says."""
+    from datetime import UTC, datetime
+
+    checked = 0
+    for provider in ("anthropic", "openai", "azure"):
+        source = next(p for p in _table().providers if p.id == provider)
+        for info in source.models:
+            price = _table_price(info.id, provider)
+            if price is None:
+                continue
+            for usage in USAGES:
+                engine = price.info.calc_price(
+                    table_usage(usage), price.source, genai_request_timestamp=datetime.now(UTC)
+                )
+                assert price.cost(usage) == float(engine.total_price), (info.id, usage)
+                assert price.cost(usage) == price.cost(usage)  # the kept part is reused
+                checked += 1
+    assert checked > 300
 
 
 # ------------------------------------------------------------------ providers

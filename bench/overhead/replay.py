@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.overhead.run import PARALLEL, PROTOCOL, child_env, cli, server  # noqa: E402
-from bench.overhead.workload import dump, load, write_suite  # noqa: E402
+from bench.overhead.workload import workload_file, write_suite  # noqa: E402
 
 BACKENDS = ("anthropic", "openai", "semantic-kernel")
 SDK = {"anthropic": "anthropic", "openai": "openai", "semantic-kernel": "semantic_kernel"}
@@ -161,10 +161,7 @@ def main() -> None:
     parser.add_argument("--tools", nargs="*", default=["off", "on"], choices=["off", "on"])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    dialogues = load()
-    with tempfile.TemporaryDirectory() as tmp:
-        workload = Path(tmp) / "workload.json"
-        dump(dialogues, workload)
+    with workload_file() as (dialogues, workload):
         print(
             f"{len(dialogues)} ConvFinQA dialogues, -p {PARALLEL}, median of {args.repeats}; "
             "replay: no key, the fake server stopped\n"

@@ -78,7 +78,7 @@ def child_env() -> dict[str, str]:
         for k, v in os.environ.items()
         if not k.startswith(("OPENAI_", "ANTHROPIC_", "AZURE_", "MULTITURN_EVAL_"))
     }
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "runner")])  # this checkout's runner
     return env
 
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,16 @@ def dump(dialogues: Sequence[Dialogue], path: Path) -> None:
         ),
         encoding="utf-8",
     )
+
+
+@contextmanager
+def workload_file() -> Iterator[tuple[list[Dialogue], Path]]:
+    """The benchmark's dialogues, and a temporary file holding them (for the fake servers)."""
+    dialogues = load()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "workload.json"
+        dump(dialogues, path)
+        yield dialogues, path
 
 
 def read(path: Path) -> dict[str, Dialogue]:

@@ -80,6 +80,7 @@ in the backend's ``secrets`` (the run redacts it from every report).
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -201,14 +202,17 @@ class AnthropicBackend(ChatBackend):
             temperature=agent.temperature,
             prompt_caching=agent.prompt_caching,
         )
-        sdk = messages_api.sdk_client(
+        connect = functools.partial(  # built on the first live request (never in a replay)
+            messages_api.sdk_client,
             api_key=api_key,
             auth_token=auth_token,
             base_url=self.base_url,
             timeout=settings.turn_timeout,
         )
         wording = messages_api.wording(self.base_url)
-        self.start(ChatClient(sdk, messages_api, wording, timeout=settings.turn_timeout), requests)
+        self.start(
+            ChatClient(connect, messages_api, wording, timeout=settings.turn_timeout), requests
+        )
         self._files = FileParts(file_problem, file_block)
 
     def tool_schemas(self, toolset: ToolSet) -> list[dict[str, Any]]:

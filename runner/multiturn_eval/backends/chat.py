@@ -79,6 +79,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -265,6 +266,30 @@ class SdkErrors:
         )
 
 
+class LoadedErrors:
+    """An SDK's :class:`SdkErrors` once the SDK is imported, without importing it.
+
+    A replayed run never imports the SDK (the fixtures answer every call), and no
+    exception can be one of the SDK's classes while the SDK is not imported, so
+    :func:`translate` asks for them only when they can matter: ``errors()`` is None
+    until the SDK is in ``sys.modules``; ``invalid`` are the SDK-free exceptions of an
+    unreadable reply, looked for either way.
+    """
+
+    def __init__(self, module: str, *invalid: type[Exception]) -> None:
+        self.module = module
+        self.invalid = invalid
+        self._errors: SdkErrors | None = None
+
+    def __call__(self) -> SdkErrors | None:
+        if self._errors is None:
+            sdk = sys.modules.get(self.module)
+            if sdk is None:
+                return None
+            self._errors = SdkErrors.of(sdk, *self.invalid)
+        return self._errors
+
+
 class Dialect(Protocol):
     """A provider API: builds and parses its messages, translates its errors; nothing else.
 
@@ -276,7 +301,8 @@ class Dialect(Protocol):
     """The request path (``/v1/messages``, ``/chat/completions``)."""
     OPTIONS: Mapping[str, Any]
     """The SDK's request options every call takes (what its own ``create()`` would set)."""
-    ERRORS: SdkErrors
+    ERRORS: LoadedErrors
+    """The SDK's exceptions, once it is imported (a replay never imports it)."""
 
     def check(self, data: Any) -> str | None:
         """The wire check of a 2xx body (:func:`~.wire.response_hook`): why it is unusable."""
@@ -334,22 +360,24 @@ def translate(dialect: Dialect, exc: BaseException, wording: Wording) -> Backend
     problem = find_problem(exc)
     if problem is not None:
         return BackendError(problem.describe(wording.not_a_reply()))
-    errors = dialect.ERRORS
-    if isinstance(exc, errors.status):
-        response: Any = getattr(exc, "response", None)
-        reply = StatusReply(
-            getattr(exc, "status_code", 0),
-            getattr(exc, "body", None),
-            response.headers if response is not None else None,
-        )
-        return dialect.status_error(reply, wording, getattr(exc, "message", None))
-    if isinstance(exc, errors.timeout):
-        return TransientError(f"the request to the {wording.api} API{wording.at} timed out")
-    if isinstance(exc, errors.connection):
-        cause = exc.__cause__ or exc.__context__
-        detail = f": {error_text(cause)}" if cause is not None else ""
-        return TransientError(f"cannot reach the {wording.api} API{wording.at}{detail}")
-    found = find_in_chain(exc, errors.invalid)
+    loaded = dialect.ERRORS
+    errors = loaded()  # None: the SDK is not imported, so exc is none of its exceptions
+    if errors is not None:
+        if isinstance(exc, errors.status):
+            response: Any = getattr(exc, "response", None)
+            reply = StatusReply(
+                getattr(exc, "status_code", 0),
+                getattr(exc, "body", None),
+                response.headers if response is not None else None,
+            )
+            return dialect.status_error(reply, wording, getattr(exc, "message", None))
+        if isinstance(exc, errors.timeout):
+            return TransientError(f"the request to the {wording.api} API{wording.at} timed out")
+        if isinstance(exc, errors.connection):
+            cause = exc.__cause__ or exc.__context__
+            detail = f": {error_text(cause)}" if cause is not None else ""
+            return TransientError(f"cannot reach the {wording.api} API{wording.at}{detail}")
+    found = find_in_chain(exc, loaded.invalid if errors is None else errors.invalid)
     if found is not None or isinstance(exc, ValueError):
         shown = found or exc
         return BackendError(f"{wording.not_a_reply()} ({type(shown).__name__}: {str(shown)[:200]})")
@@ -392,29 +420,44 @@ def status_basics(
 
 
 class ChatClient:
-    """One SDK client of one endpoint, with its dialect, wording and exchange point."""
+    """One SDK client of one endpoint, with its dialect, wording and exchange point.
+
+    ``connect()`` builds the SDK's client (importing the SDK): :meth:`prepare` calls it
+    before the run, as the backend, judge or simulated user is set up, unless the
+    fixtures answer every call (``replay``); then the first request that goes out would,
+    and none does: a replayed run imports no SDK and builds no client (bench/README.md,
+    "Fixtures end to end").
+    """
 
     def __init__(
         self,
-        sdk: Any,
+        connect: Callable[[], Any],
         dialect: Dialect,
         wording: Wording,
         *,
         timeout: float,
     ) -> None:
-        self.sdk = sdk
+        self._connect = connect
+        self._sdk: Any = None
         self.dialect = dialect
         self.wording = wording
         self.timeout = timeout
         self._options = dict(dialect.OPTIONS)
-        import httpx2
-
-        from .wire import parsed_body
-
-        self._raw = httpx2.Response
-        self._parsed_body = parsed_body
         self.exchange: Exchange = self._post
         """Every model request of this client goes through here (see the module docstring)."""
+
+    @property
+    def sdk(self) -> Any:
+        """The SDK's client, built on first use."""
+        if self._sdk is None:
+            self._sdk = self._connect()
+        return self._sdk
+
+    def prepare(self, fixtures: FixturesMode) -> None:
+        """Build the SDK's client now (its import and TLS context paid while loading, not by
+        the first request), unless ``fixtures`` is ``replay``: no request goes out then."""
+        if fixtures != "replay":
+            self.sdk  # noqa: B018 - built by the property
 
     async def _post(self, side: Side, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
         """One request with the SDK client's own ``post`` (its headers, auth, URL, Azure paths).
@@ -423,13 +466,17 @@ class ChatClient:
         checked, not built into the SDK's models. An error status raises the
         SDK's exception (its headers carry ``retry-after``), translated above.
         """
+        import httpx2
+
+        from .wire import parsed_body
+
         response = await self.sdk.post(
             path,
             body=body,
-            cast_to=self._raw,
+            cast_to=httpx2.Response,
             options={"timeout": request_timeout(self.timeout), **self._options},
         )
-        return response.status_code, self._parsed_body(response)
+        return response.status_code, parsed_body(response)
 
     def use_fixtures(
         self, mode: FixturesMode, *, live: bool, share: Callable[[Exchange], Exchange] | None = None
@@ -484,7 +531,8 @@ class ChatClient:
         return await policy.run(attempt, self.translate, on_retry=on_retry)
 
     async def aclose(self) -> None:
-        await self.sdk.close()
+        if self._sdk is not None:  # never built: nothing to close
+            await self._sdk.close()
 
 
 # ------------------------------------------------------------------------- the loop
@@ -673,6 +721,7 @@ class ChatBackend(ModelBackend):
 
     def start(self, client: ChatClient, requests: Requests) -> None:
         self.requests = requests
+        client.prepare(self.fixtures)
         if self.fixtures != "off":
             client.use_fixtures(self.fixtures, live=self.fixtures_live)
         self.chat = ChatAgent(
@@ -768,6 +817,7 @@ __all__ = [
     "Conversation",
     "Dialect",
     "Exchange",
+    "LoadedErrors",
     "Reply",
     "Side",
     "StatusReply",

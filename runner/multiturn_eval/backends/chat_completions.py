@@ -2,8 +2,9 @@
 
 Used by the ``openai`` backend, the ``openai`` judges and Semantic Kernel's
 ``service: openai`` / ``azure-openai`` (which share the error translation,
-:func:`usage_from`, :func:`check` and the stop reasons of this module). Imports the ``openai`` SDK: only those callers
-import this module.
+:func:`usage_from`, :func:`check` and the stop reasons of this module). It imports no
+SDK: ``openai`` is imported when :func:`sdk_client` builds the client, on the first request
+that goes out (a run whose every call the fixtures answer never imports it).
 
 * **The wire check** (:func:`check`): a 200 must hold
   exactly one entry in ``choices`` (the runner asks for one), its ``message``
@@ -37,17 +38,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError
 from ..tools import ToolOutcome, ToolSet
 from ..types import TokenUsage
 from .chat import (
     Conversation,
+    LoadedErrors,
     Reply,
-    SdkErrors,
     Side,
     StatusReply,
     Structured,
@@ -70,6 +69,9 @@ from .wire import (
     is_int,
     json_type,
 )
+
+if TYPE_CHECKING:
+    import openai
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PATH = "/chat/completions"
@@ -355,8 +357,8 @@ def structured_result(reply: Reply, request: StructuredRequest) -> Structured:
     return Structured(data, None, usage)
 
 
-ERRORS = SdkErrors.of(openai, json.JSONDecodeError)
-"""The SDK's exceptions, for :func:`~.chat.translate`."""
+ERRORS = LoadedErrors("openai", json.JSONDecodeError)
+"""The SDK's exceptions, for :func:`~.chat.translate` (once the SDK is imported)."""
 
 
 # ------------------------------------------------------------------- agent requests
@@ -446,7 +448,9 @@ def sdk_client(
 ) -> openai.AsyncOpenAI:
     """The SDK's client (``AsyncAzureOpenAI`` with an ``api_version``): its own retries off,
     the reply size cap and ``check`` on (``http_client``: one built with
-    :func:`~.wire.checked_client`; default: the SDK's httpx client)."""
+    :func:`~.wire.checked_client`; default: the SDK's httpx client). Imports the SDK."""
+    import openai
+
     http_client = http_client or checked_client(openai, check)
     if api_version is not None:
         return openai.AsyncAzureOpenAI(

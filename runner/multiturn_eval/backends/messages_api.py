@@ -2,13 +2,15 @@
 
 Used by the ``anthropic`` backend, the ``anthropic`` judges and Semantic
 Kernel's ``service: anthropic`` (which shares the error translation,
-:func:`usage_from` and the stop reasons of this module). Imports the
-``anthropic`` SDK: only those callers import this module.
+:func:`usage_from` and the stop reasons of this module). It imports no SDK:
+``anthropic`` is imported when :func:`sdk_client` builds the client, on the
+first request that goes out (a run whose every call the fixtures answer never
+imports it; ``tests/test_lazy_imports.py``).
 
 * **The wire check** (:func:`check`): a 200 must be a Messages API
   response -- ``content`` a list of at most
   :data:`~multiturn_eval.backends.wire.MAX_ITEMS` blocks of types the
-  installed SDK knows (``text`` blocks with a string ``text``, ``tool_use``
+  SDK knows (:data:`BLOCK_TYPES`, ``text`` blocks with a string ``text``, ``tool_use``
   blocks with ``id``, ``name`` and an object ``input``), ``usage`` with whole
   token counts, ``stop_reason`` a string or null -- checked on the raw bytes
   before anything reads it.
@@ -35,20 +37,21 @@ Kernel's ``service: anthropic`` (which shares the error translation,
 
 from __future__ import annotations
 
-import typing
+import importlib.util
+import runpy
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import anthropic
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError
 from ..tools import ToolOutcome, ToolSet
 from ..types import TokenUsage
 from .chat import (
     Conversation,
+    LoadedErrors,
     Reply,
-    SdkErrors,
     StatusReply,
     Structured,
     StructuredRequest,
@@ -60,6 +63,9 @@ from .chat import (
     usage_of,
 )
 from .wire import MAX_ITEMS, checked_client, is_int, json_type
+
+if TYPE_CHECKING:
+    import anthropic
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 PATH = "/v1/messages"
@@ -79,22 +85,25 @@ def wording(
 # -------------------------------------------------------------------- the wire check
 
 
-def _block_types() -> frozenset[str]:
-    """The content block types the installed SDK knows (read from its ``ContentBlock`` union)."""
-    try:
-        from anthropic.types import ContentBlock
-
-        (union, *_) = typing.get_args(ContentBlock)
-        return frozenset(
-            value
-            for cls in typing.get_args(union)
-            for value in typing.get_args(cls.model_fields["type"].annotation)
-        )
-    except (ImportError, AttributeError, KeyError, ValueError):  # pragma: no cover - SDK moved it
-        return frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
-
-
-BLOCK_TYPES = _block_types()
+BLOCK_TYPES = frozenset(
+    {
+        "bash_code_execution_tool_result",
+        "code_execution_tool_result",
+        "container_upload",
+        "redacted_thinking",
+        "server_tool_use",
+        "text",
+        "text_editor_code_execution_tool_result",
+        "thinking",
+        "tool_search_tool_result",
+        "tool_use",
+        "web_fetch_tool_result",
+        "web_search_tool_result",
+    }
+)
+"""The content block types of the SDK's ``ContentBlock`` union (anthropic 2.15), kept here so
+the wire check imports no SDK; ``tests/test_backend_anthropic.py`` checks it against the installed
+SDK's union, so an SDK upgrade that adds a type fails there, not in a user's run."""
 _USAGE_COUNTS = ("cache_creation_input_tokens", "cache_read_input_tokens")
 
 
@@ -298,8 +307,8 @@ def structured_result(reply: Reply, request: StructuredRequest) -> Structured:
     return Structured(uses[0]["input"], None, usage)
 
 
-ERRORS = SdkErrors.of(anthropic)
-"""The SDK's exceptions, for :func:`~.chat.translate`."""
+ERRORS = LoadedErrors("anthropic")
+"""The SDK's exceptions, for :func:`~.chat.translate` (once the SDK is imported)."""
 
 
 # ------------------------------------------------------------------- agent requests
@@ -376,7 +385,9 @@ def sdk_client(
 ) -> anthropic.AsyncAnthropic:
     """The SDK's client: its own retries off, the reply size cap and wire check on
     (``http_client``: one built with :func:`~.wire.checked_client` and :func:`check`;
-    default: the SDK's httpx client)."""
+    default: the SDK's httpx client). Imports the SDK."""
+    import anthropic
+
     return anthropic.AsyncAnthropic(
         api_key=api_key,
         auth_token=auth_token,
@@ -393,11 +404,34 @@ def retirement_warning(model: str, where: str) -> str | None:
     warnings.filterwarnings(
         "ignore", message=r"The model '.*' is deprecated", category=DeprecationWarning
     )
-    try:
-        from anthropic._data import DEPRECATED_MODELS  # the SDK's table is private
-    except ImportError:  # pragma: no cover - the SDK moved it
-        return None
-    date = DEPRECATED_MODELS.get(model)
+    date = deprecated_models().get(model)
     if date is None:
         return None
     return f"{where}: agent.model {model!r} is deprecated; Anthropic retires it on {date}"
+
+
+def deprecated_models() -> Mapping[str, str]:
+    """The SDK's table of deprecated models and their retirement dates (``anthropic._data``,
+    private): the SDK's own once it is imported, else read from its file without importing
+    the SDK (a replay never does); {} when the SDK moved it."""
+    global _DEPRECATED
+    imported = sys.modules.get("anthropic._data")
+    if imported is not None:
+        table = getattr(imported, "DEPRECATED_MODELS", None)
+        return table if isinstance(table, dict) else {}
+    if _DEPRECATED is None:
+        _DEPRECATED = {}
+        spec = importlib.util.find_spec("anthropic")  # finds the package, imports nothing
+        for folder in (spec.submodule_search_locations or ()) if spec is not None else ():
+            source = Path(folder, "_data", "deprecated_models.py")
+            try:
+                table = runpy.run_path(str(source)).get("DEPRECATED_MODELS")
+            except (OSError, SyntaxError):  # pragma: no cover - the SDK moved it
+                continue
+            if isinstance(table, dict):
+                _DEPRECATED = {str(k): str(v) for k, v in table.items()}
+                break
+    return _DEPRECATED
+
+
+_DEPRECATED: dict[str, str] | None = None

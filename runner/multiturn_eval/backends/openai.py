@@ -96,6 +96,7 @@ Azure paths and ``api-version``), sends it and maps every error status.
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -237,7 +238,8 @@ class OpenAIBackend(ChatBackend):
             raise ConfigError(issues)
         if api_key and api_key != NO_KEY_REPLAY:
             self.secrets.add(api_key)
-        sdk = chat_completions.sdk_client(
+        connect = functools.partial(  # built on the first live request (never in a replay)
+            chat_completions.sdk_client,
             api_key=api_key or NO_KEY,
             base_url=self.base_url,
             timeout=settings.turn_timeout,
@@ -261,7 +263,7 @@ class OpenAIBackend(ChatBackend):
             extra_body=agent.extra_body,
         )
         self.start(
-            ChatClient(sdk, chat_completions, wording, timeout=settings.turn_timeout), requests
+            ChatClient(connect, chat_completions, wording, timeout=settings.turn_timeout), requests
         )
         self._images = FileParts(file_problem, image_part)
 

@@ -102,12 +102,14 @@ class SimulatorService:
                 side="user",
                 block="user_simulator",
             )
+            client.prepare(self.fixtures)
             if self.fixtures != "off":
                 client.use_fixtures(self.fixtures, live=bool(api_key))
         return client
 
     def prepare(self, endpoints: Iterable[Endpoint]) -> None:
-        """Build these clients before the run (an SDK import and a TLS context each)."""
+        """Build these clients before the run (an SDK import and a TLS context each; under
+        ``--fixtures replay``, neither: every call is answered from the fixtures)."""
         for endpoint in endpoints:
             self.client(endpoint)
 

@@ -12,7 +12,7 @@ exit 3. The SDKs run with their own retries off; every request goes through
 the capped :class:`~multiturn_eval.retry.RetryPolicy` of the judge's
 ``retry:`` block and the client's exchange point
 (:attr:`~multiturn_eval.backends.chat.ChatClient.exchange`, side
-``"judge"``). An SDK is imported when a judge uses it.
+``"judge"``). An SDK is imported when a judge's first call goes out (never in a replay).
 """
 
 from __future__ import annotations
@@ -87,15 +87,18 @@ def chat_client(
             url = (base_url or "").rstrip("/")
         else:
             url = (base_url or DEFAULT_OPENAI_URL).rstrip("/")
-        import openai
 
-        sdk = api.sdk_client(
-            api_key=api_key,
-            base_url=url,
-            timeout=timeout,
-            api_version=api_version,
-            http_client=http_client(openai, api.check),
-        )
+        def openai_client() -> Any:  # on the first live call: a replay imports no SDK
+            import openai
+
+            return api.sdk_client(
+                api_key=api_key,
+                base_url=url,
+                timeout=timeout,
+                api_version=api_version,
+                http_client=http_client(openai, api.check),
+            )
+
         wording = api.wording(
             "OpenAI-compatible",
             url,
@@ -104,20 +107,25 @@ def chat_client(
             not_found=f"; check {block}.model and {block}.base_url",
             side=side,
         )
-        return ChatClient(sdk, api, wording, timeout=timeout)
-    import anthropic
-
+        return ChatClient(openai_client, api, wording, timeout=timeout)
     from ...backends import messages_api
 
-    url = (base_url or DEFAULT_ANTHROPIC_URL).rstrip("/")
-    client = messages_api.sdk_client(
-        api_key=api_key,
-        base_url=url,
-        timeout=timeout,
-        http_client=http_client(anthropic, messages_api.check),
+    anthropic_url = (base_url or DEFAULT_ANTHROPIC_URL).rstrip("/")
+
+    def anthropic_client() -> Any:
+        import anthropic
+
+        return messages_api.sdk_client(
+            api_key=api_key,
+            base_url=anthropic_url,
+            timeout=timeout,
+            http_client=http_client(anthropic, messages_api.check),
+        )
+
+    wording = messages_api.wording(
+        anthropic_url, f"ANTHROPIC_API_KEY or {block}.api_key", side=side
     )
-    wording = messages_api.wording(url, f"ANTHROPIC_API_KEY or {block}.api_key", side=side)
-    return ChatClient(client, messages_api, wording, timeout=timeout)
+    return ChatClient(anthropic_client, messages_api, wording, timeout=timeout)
 
 
 class JudgeClient:
@@ -164,7 +172,8 @@ class JudgeClient:
 def make_client(
     backend: str, base_url: str | None, api_key: str, api_version: str | None, timeout: float
 ) -> JudgeClient:
-    """The client of one judge endpoint (its SDK imported now)."""
+    """The client of one judge endpoint (its SDK imported by ``client.prepare``, or by its
+    first live call)."""
     return JudgeClient(backend, base_url, api_key, api_version, timeout)
 
 

@@ -247,6 +247,7 @@ class JudgeService:
     def _make(self, key: tuple[str, str | None, str, str | None]) -> JudgeClient:
         backend, base_url, api_key, api_version = key
         client = make_client(backend, base_url, api_key or NO_KEY_REPLAY, api_version, self.timeout)
+        client.client.prepare(self.fixtures)
         if self.fixtures != "off":
             client.client.use_fixtures(self.fixtures, live=bool(api_key), share=self._shared)
         return client
@@ -269,7 +270,7 @@ class JudgeService:
 
         Importing an SDK and building its client (TLS context included) costs about a
         tenth of a second: paid while loading, as for the agent backends, not by the
-        first judged turn.
+        first judged turn (under ``--fixtures replay`` neither is done: no call goes out).
         """
         for key in endpoints:
             if key not in self._clients:
