@@ -20,13 +20,11 @@ from multiturn_eval.run import RunOptions, run_suites
 from tests import docs_pages
 from tests.chat_flavors import AnthropicFlavor, fenced, judge_fixtures
 from tests.conftest import Project
+from tests.fakes._server import Malformed, Request, Slow
 from tests.fakes.anthropic_server import (
     API_KEY,
     FakeAnthropic,
-    Malformed,
     Message,
-    Request,
-    Slow,
     ToolUse,
     Usage,
     agreeable_judge,
@@ -1057,7 +1055,7 @@ def test_a_judge_slower_than_turn_timeout_is_a_metric_error(
 
 
 def test_a_dropped_connection_is_retried(judged: Project, fake: FakeAnthropic) -> None:
-    from tests.fakes.anthropic_server import Drop
+    from tests.fakes._server import Drop
 
     fake.script(Drop(), verdict(verdict="pass", reason="ok"))
     judged.write("suite.yaml", suite())
@@ -1097,7 +1095,7 @@ def test_a_turns_judges_run_side_by_side_and_keep_their_order(
 def test_a_huge_judge_reply_is_capped_and_an_error(
     judged: Project, fake: FakeAnthropic, chunked: bool
 ) -> None:
-    from tests.fakes.anthropic_server import Huge
+    from tests.fakes._server import Huge
 
     fake.script(Huge(size=12 * 1024 * 1024, chunked=chunked))
     judged.write("suite.yaml", suite())

@@ -13,12 +13,12 @@ import pytest
 
 from tests.chat_flavors import OpenAIFlavor, judge_fixtures
 from tests.conftest import Project
+from tests.fakes._server import Malformed
 from tests.fakes.openai_server import (
     API_KEY,
     Completion,
     ErrorReply,
     FakeOpenAI,
-    Malformed,
     Usage,
     rate_limited,
     server_error,
