@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -579,6 +579,44 @@ def fixtures(flavor: Flavor, agent: str | None = None) -> tuple[Any, Any]:
         return Harness(tmp_path, flavor.backend_class, agent or flavor.agent, flavor.env(fake))
 
     return fake, harness
+
+
+class FlavorHarness(Harness):
+    """One flavor's backend built from a suite file, its fake server, and its requests."""
+
+    def __init__(
+        self, flavor: Flavor, tmp_path: Path, fake: Any, env: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(tmp_path, flavor.backend_class, flavor.agent, env or flavor.env(fake))
+        self.flavor = flavor
+        self.fake = fake
+
+    def script(self, *replies: Any) -> None:
+        self.fake.script(*replies)
+
+    @property
+    def requests(self) -> list[Any]:
+        return self.flavor.requests(self.fake)
+
+
+H = TypeVar("H", bound=FlavorHarness)
+
+
+def flavored(harness: Callable[[Flavor, Path, Any], H], name: str) -> Any:
+    """A fixture ``name``: ``harness(flavor, tmp_path, fake)`` on the test's ``flavor`` parameter
+    (its fake server running, the test in ``tmp_path``, the test tools' calls forgotten)."""
+
+    @pytest.fixture(name=name)
+    def fixture(
+        request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> Iterator[H]:
+        flavor: Flavor = request.node.callspec.params["flavor"]
+        monkeypatch.chdir(tmp_path)
+        tool_funcs.reset()
+        with flavor.server() as fake:
+            yield harness(flavor, tmp_path, fake)
+
+    return fixture
 
 
 def judge_fixtures(flavor: Flavor) -> tuple[Any, Any]:

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -27,32 +26,29 @@ from multiturn_eval.errors import ConfigError, FatalBackendError, TransientError
 from multiturn_eval.pricing import Price
 from multiturn_eval.types import TokenUsage
 from tests import tool_funcs
-from tests.backend_harness import CASES, Harness, error, reply
-from tests.chat_flavors import FLAVORS, INSTRUCTIONS, Flavor, Turn, U, cli_suite
+from tests.backend_harness import CASES, error, reply
+from tests.chat_flavors import (
+    FLAVORS,
+    INSTRUCTIONS,
+    Flavor,
+    FlavorHarness,
+    Turn,
+    U,
+    cli_suite,
+    flavored,
+)
 from tests.conftest import Project
 from tests.fakes._server import Malformed, Slow
 
 each = pytest.mark.parametrize("flavor", FLAVORS, ids=str)
 
 
-class Contract(Harness):
+class Contract(FlavorHarness):
     """One backend built from a suite file, its fake server, and its requests."""
-
-    def __init__(self, flavor: Flavor, tmp_path: Path, fake: Any) -> None:
-        super().__init__(tmp_path, flavor.backend_class, flavor.agent, flavor.env(fake))
-        self.flavor = flavor
-        self.fake = fake
 
     def with_agent(self, extra: str, **kw: Any) -> Any:
         """The backend of the flavor's agent block plus ``extra`` keys."""
         return self.backend(self.flavor.agent + extra, **kw)
-
-    def script(self, *replies: Any) -> None:
-        self.fake.script(*replies)
-
-    @property
-    def requests(self) -> list[Any]:
-        return self.flavor.requests(self.fake)
 
     @property
     def url(self) -> str:
@@ -62,15 +58,7 @@ class Contract(Harness):
         return [("system", INSTRUCTIONS)]
 
 
-@pytest.fixture
-def contract(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Contract]:
-    flavor: Flavor = request.node.callspec.params["flavor"]
-    monkeypatch.chdir(tmp_path)
-    tool_funcs.reset()
-    with flavor.server() as fake:
-        yield Contract(flavor, tmp_path, fake)
+contract = flavored(Contract, "contract")
 
 
 def cost(price: tuple[float, float, float, float] | None, usage: U) -> float | None:

@@ -25,9 +25,8 @@ from typing import Any
 import pytest
 
 from multiturn_eval.errors import McpServerCrashed
-from tests import tool_funcs
-from tests.backend_harness import Harness, error, reply
-from tests.chat_flavors import FLAVORS, Flavor, Turn, U
+from tests.backend_harness import error, reply
+from tests.chat_flavors import FLAVORS, Flavor, FlavorHarness, Turn, U, flavored
 from tests.conftest import Project
 from tests.test_mcp_servers import TOOLBOX, http_toolbox, wait_gone
 
@@ -75,33 +74,16 @@ def servers(*entries: str) -> str:
 BILLING = ["get_balance", "refund", "increment"]
 
 
-class McpHarness(Harness):
+class McpHarness(FlavorHarness):
     def __init__(self, flavor: Flavor, tmp_path: Path, fake: Any) -> None:
         env = {**flavor.env(fake), "PATH": os.environ.get("PATH", "")}
-        super().__init__(tmp_path, flavor.backend_class, flavor.agent, env)
-        self.flavor = flavor
-        self.fake = fake
+        super().__init__(flavor, tmp_path, fake, env)
 
     def with_servers(self, *entries: str, cases: str = CASES, **kw: Any) -> Any:
         return self.backend(self.flavor.agent + servers(*entries), cases, **kw)
 
-    def script(self, *replies: Any) -> None:
-        self.fake.script(*replies)
 
-    @property
-    def requests(self) -> list[Any]:
-        return self.flavor.requests(self.fake)
-
-
-@pytest.fixture
-def harness(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[McpHarness]:
-    flavor: Flavor = request.node.callspec.params["flavor"]
-    monkeypatch.chdir(tmp_path)
-    tool_funcs.reset()
-    with flavor.server() as fake:
-        yield McpHarness(flavor, tmp_path, fake)
+harness = flavored(McpHarness, "harness")
 
 
 def offered(flavor: Flavor, request: Any) -> dict[str, dict[str, Any]]:
