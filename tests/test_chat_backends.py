@@ -468,27 +468,27 @@ def priced_backend(contract: Contract) -> Any:
 
 
 @each
-def test_each_request_is_priced_on_its_own(contract: Contract, flavor: Flavor) -> None:
-    """A turn's cost is the sum of its requests' costs, not the cost of their summed usage."""
+@pytest.mark.parametrize(
+    ("second", "cost"),
+    [
+        # each under 1,000 tokens: $1 each, not the $10 tier of their sum (1,700)
+        (900, pytest.approx((800 + 900) / 1e6)),
+        (6000, None),  # the second request has no price: nor has the turn
+    ],
+    ids=["each-request-priced-on-its-own", "an-unpriced-request-no-cost"],
+)
+def test_a_turns_cost_is_the_sum_of_its_requests_costs(
+    contract: Contract, flavor: Flavor, second: int, cost: Any
+) -> None:
+    """A turn's cost is the sum of its requests' costs, not the cost of their summed usage;
+    a turn with an unpriced request has no cost."""
     contract.script(
         flavor.calls(("lookup", {"key": "revenue"}), usage=U(800, 0)),
-        flavor.text("206588", U(900, 0)),
+        flavor.text("206588", U(second, 0)),
     )
     result = reply(contract.converse(priced_backend(contract), "revenue?")[0])
-    assert result.token_usage is not None and result.token_usage.prompt_tokens == 1700
-    assert result.cost_usd == pytest.approx((800 + 900) / 1e6)  # each under 1,000: $1 each
-    assert result.cost_usd != pytest.approx(1700 * 10 / 1e6)  # not the sum's tier
-
-
-@each
-def test_a_turn_with_an_unpriced_request_has_no_cost(contract: Contract, flavor: Flavor) -> None:
-    contract.script(
-        flavor.calls(("lookup", {"key": "revenue"}), usage=U(800, 0)),
-        flavor.text("206588", U(6000, 0)),
-    )
-    result = reply(contract.converse(priced_backend(contract), "revenue?")[0])
-    assert result.cost_usd is None
-    assert result.token_usage is not None and result.token_usage.prompt_tokens == 6800
+    assert result.token_usage is not None and result.token_usage.prompt_tokens == 800 + second
+    assert result.cost_usd == cost
 
 
 CORE = [f for f in FLAVORS if f.name in ("anthropic", "openai")]
