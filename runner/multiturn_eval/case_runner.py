@@ -532,17 +532,20 @@ class CaseRunner:
             for e in self.loaded.evaluations_for(self.case, turn)
             if isinstance(e, StandardEvaluation) and e.is_response_check
         ]
+        self._unanswered(
+            turn_index,
+            turn,
+            errors=[error],
+            infrastructure_error=True,
+            duration_ms=(time.perf_counter() - t0) * 1000,
+            **({"metric_results": checks} if checks else {}),
+        )
+
+    def _unanswered(self, turn_index: int, turn: Turn, **fields: Any) -> None:
+        """Record turn ``turn_index`` as one that got no reply (:func:`unanswered_turn`)."""
         self.results.append(
             unanswered_turn(
-                self.loaded,
-                self.index,
-                turn_index,
-                turn,
-                source=self._source(turn_index),
-                errors=[error],
-                infrastructure_error=True,
-                duration_ms=(time.perf_counter() - t0) * 1000,
-                **({"metric_results": checks} if checks else {}),
+                self.loaded, self.index, turn_index, turn, source=self._source(turn_index), **fields
             )
         )
 
@@ -557,17 +560,7 @@ class CaseRunner:
             self._skip_reason = reason
         for turn_index in range(len(self.results), len(self.turns)):
             turn = self.turns[turn_index]
-            self.results.append(
-                unanswered_turn(
-                    self.loaded,
-                    self.index,
-                    turn_index,
-                    turn,
-                    source=self._source(turn_index),
-                    skipped=True,
-                    errors=[f"skipped: {reason}"],
-                )
-            )
+            self._unanswered(turn_index, turn, skipped=True, errors=[f"skipped: {reason}"])
 
     # ---------------------------------------------------------------------- grading
 
