@@ -641,6 +641,49 @@ def judge_fixtures(flavor: Flavor) -> tuple[Any, Any]:
     return fake, judged
 
 
+#: the judge evaluation of the judge tests' suites
+POLITE = "{type: judge, rubric: The reply is polite.}"
+
+
+def judge_suite(
+    evaluation: str = POLITE,
+    *,
+    top: str,
+    case_judge: str = "",
+    turn_judge: str = "",
+    replies: tuple[str, ...] = ("Hello there, happy to help.",),
+    ground_truth: str | None = None,
+    cases: int = 1,
+    same_reply: bool = True,
+) -> str:
+    """A suite of the scripted python agent and ``evaluation``: ``top`` is its judge line(s),
+    ``case_judge``/``turn_judge`` each test case's and turn's ``judge:``, ``replies`` the
+    agent's (one turn each; ``same_reply=False``: each case's own), ``ground_truth`` every
+    turn's."""
+    lines = [
+        "agent:",
+        "  backend: python",
+        "  factory: tests.agents:scripted",
+        top,
+        "evaluations:",
+        f"  - {evaluation}",
+        "test_cases:",
+    ]
+    for c in range(cases):
+        script = [{"response": reply if same_reply else f"{reply} ({c})"} for reply in replies]
+        lines += [f"  - name: case{c}", f"    context: {{script: {json.dumps(script)}}}"]
+        if case_judge:
+            lines.append(f"    judge: {case_judge}")
+        lines.append("    turns:")
+        for t in range(len(replies)):
+            lines.append(f"      - input: question {t}")
+            if ground_truth is not None:
+                lines.append(f"        ground_truth: {json.dumps(ground_truth)}")
+            if turn_judge:
+                lines.append(f"        judge: {turn_judge}")
+    return "\n".join(lines) + "\n"
+
+
 def cli_suite(flavor: Flavor) -> str:
     """A two-turn suite for a CLI run of ``flavor`` (its CLI model, two tools, checks)."""
     model = flavor.agent.split("model: ")[1].split("\n")[0]
