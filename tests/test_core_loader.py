@@ -452,13 +452,10 @@ def test_a_grader_that_cannot_take_its_context_is_a_config_error(project: Projec
 
 
 def test_factory_imported_at_load(project: Project) -> None:
-    project.write(
-        "suite.yaml",
-        "agent:\n  backend: python\n  factory: tests.agents:nope\ntest_cases:\n  - input: x\n",
+    err = project.rejected(
+        "agent:\n  backend: python\n  factory: tests.agents:nope\ntest_cases:\n  - input: x\n"
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    assert "suite.yaml:3 agent.factory: module 'tests.agents' has no attribute 'nope'" in result.err
+    assert "suite.yaml:3 agent.factory: module 'tests.agents' has no attribute 'nope'" in err
 
 
 def test_files_must_exist(project: Project) -> None:
@@ -470,13 +467,10 @@ def test_files_must_exist(project: Project) -> None:
 
 
 def test_instructions_file_must_exist(project: Project) -> None:
-    project.write(
-        "suite.yaml",
-        HEAD + "  instructions_file: prompts/analyst.md\ntest_cases:\n  - input: x\n",
+    err = project.rejected(
+        HEAD + "  instructions_file: prompts/analyst.md\ntest_cases:\n  - input: x\n"
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    assert "suite.yaml:4 agent.instructions_file: file not found: " in result.err
+    assert "suite.yaml:4 agent.instructions_file: file not found: " in err
 
 
 def test_unset_variable_names_the_field(project: Project) -> None:
@@ -514,10 +508,8 @@ def test_duplicate_keys_are_errors(project: Project) -> None:
 
 
 def test_not_a_mapping(project: Project) -> None:
-    project.write("suite.yaml", "- just\n- a list\n")
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    assert "suite.yaml:1: a suite file is a YAML mapping" in result.err
+    err = project.rejected("- just\n- a list\n")
+    assert "suite.yaml:1: a suite file is a YAML mapping" in err
 
 
 def test_missing_file(project: Project) -> None:

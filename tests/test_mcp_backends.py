@@ -554,8 +554,7 @@ def test_the_loader_checks_what_it_can_without_starting_anything(
     (tmp_path / "servers").mkdir()
     script = tmp_path / "servers" / "run.sh"
     script.write_text("#!/bin/sh\nexit 0\n")
-    project.write(
-        "suite.yaml",
+    err = project.rejected(
         "agent:\n  backend: openai\n  model: gpt-5-mini\n  api_key: sk-test-0123456789\n"
         "  tools:\n    - function: tests.tool_funcs:subtract\n"
         "  mcp_servers:\n"
@@ -563,11 +562,9 @@ def test_the_loader_checks_what_it_can_without_starting_anything(
         "    - {name: b, command: ./run.sh, cwd: servers}\n"
         "    - {name: c, command: python, cwd: nowhere}\n"
         "    - {name: d, url: 'http://127.0.0.1:9/mcp', tools: [subtract, 'x.y']}\n"
-        "test_cases:\n  - input: x\n",
+        "test_cases:\n  - input: x\n"
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    lines = [line.strip() for line in result.err.splitlines()[1:]]
+    lines = [line.strip() for line in err.splitlines()[1:]]
     assert lines == [
         "suite.yaml:8 agent.mcp_servers[0].command: 'no-such-program-here' is not a program on "
         "the PATH the server gets (the runner's, unless its env sets one); give its path, or "
@@ -599,29 +596,23 @@ def test_a_suite_with_servers_needs_the_mcp_package(
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a)
     )
-    project.write(
-        "suite.yaml",
+    err = project.rejected(
         "agent:\n  backend: openai\n  model: gpt-5-mini\n  api_key: sk-test-0123456789\n"
         f"  mcp_servers:\n    - {{name: a, command: {sys.executable}}}\n"
-        "test_cases:\n  - input: x\n",
+        "test_cases:\n  - input: x\n"
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
     assert (
         "suite.yaml:5 agent.mcp_servers: MCP servers need the package 'mcp', which is not "
         "installed; install it with: pip install 'multiturn-eval[mcp]'"
-    ) in result.err
+    ) in err
 
 
 def test_mcp_servers_are_not_a_key_of_the_python_and_http_backends(project: Project) -> None:
-    project.write(
-        "suite.yaml",
+    err = project.rejected(
         "agent:\n  backend: python\n  factory: tests.agents:scripted\n"
-        "  mcp_servers: [{name: a, command: x}]\ntest_cases:\n  - input: x\n",
+        "  mcp_servers: [{name: a, command: x}]\ntest_cases:\n  - input: x\n"
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    assert "'mcp_servers' is not a key of the python agent (backend: python)" in result.err
+    assert "'mcp_servers' is not a key of the python agent (backend: python)" in err
 
 
 # ----------------------------------------------------------------- signals, by PID
