@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -581,6 +581,44 @@ def fixtures(flavor: Flavor, agent: str | None = None) -> tuple[Any, Any]:
     return fake, harness
 
 
+class FlavorHarness(Harness):
+    """One flavor's backend built from a suite file, its fake server, and its requests."""
+
+    def __init__(
+        self, flavor: Flavor, tmp_path: Path, fake: Any, env: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(tmp_path, flavor.backend_class, flavor.agent, env or flavor.env(fake))
+        self.flavor = flavor
+        self.fake = fake
+
+    def script(self, *replies: Any) -> None:
+        self.fake.script(*replies)
+
+    @property
+    def requests(self) -> list[Any]:
+        return self.flavor.requests(self.fake)
+
+
+H = TypeVar("H", bound=FlavorHarness)
+
+
+def flavored(harness: Callable[[Flavor, Path, Any], H], name: str) -> Any:
+    """A fixture ``name``: ``harness(flavor, tmp_path, fake)`` on the test's ``flavor`` parameter
+    (its fake server running, the test in ``tmp_path``, the test tools' calls forgotten)."""
+
+    @pytest.fixture(name=name)
+    def fixture(
+        request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> Iterator[H]:
+        flavor: Flavor = request.node.callspec.params["flavor"]
+        monkeypatch.chdir(tmp_path)
+        tool_funcs.reset()
+        with flavor.server() as fake:
+            yield harness(flavor, tmp_path, fake)
+
+    return fixture
+
+
 def judge_fixtures(flavor: Flavor) -> tuple[Any, Any]:
     """The ``fake`` and ``judged`` fixtures of the judge tests: the flavor's fake server, and
     the project with its judge on the fake -- every test runs on both SDK transports."""
@@ -601,6 +639,49 @@ def judge_fixtures(flavor: Flavor) -> tuple[Any, Any]:
         return project
 
     return fake, judged
+
+
+#: the judge evaluation of the judge tests' suites
+POLITE = "{type: judge, rubric: The reply is polite.}"
+
+
+def judge_suite(
+    evaluation: str = POLITE,
+    *,
+    top: str,
+    case_judge: str = "",
+    turn_judge: str = "",
+    replies: tuple[str, ...] = ("Hello there, happy to help.",),
+    ground_truth: str | None = None,
+    cases: int = 1,
+    same_reply: bool = True,
+) -> str:
+    """A suite of the scripted python agent and ``evaluation``: ``top`` is its judge line(s),
+    ``case_judge``/``turn_judge`` each test case's and turn's ``judge:``, ``replies`` the
+    agent's (one turn each; ``same_reply=False``: each case's own), ``ground_truth`` every
+    turn's."""
+    lines = [
+        "agent:",
+        "  backend: python",
+        "  factory: tests.agents:scripted",
+        top,
+        "evaluations:",
+        f"  - {evaluation}",
+        "test_cases:",
+    ]
+    for c in range(cases):
+        script = [{"response": reply if same_reply else f"{reply} ({c})"} for reply in replies]
+        lines += [f"  - name: case{c}", f"    context: {{script: {json.dumps(script)}}}"]
+        if case_judge:
+            lines.append(f"    judge: {case_judge}")
+        lines.append("    turns:")
+        for t in range(len(replies)):
+            lines.append(f"      - input: question {t}")
+            if ground_truth is not None:
+                lines.append(f"        ground_truth: {json.dumps(ground_truth)}")
+            if turn_judge:
+                lines.append(f"        judge: {turn_judge}")
+    return "\n".join(lines) + "\n"
 
 
 def cli_suite(flavor: Flavor) -> str:

@@ -58,6 +58,20 @@ class Project:
         out_dir = self.root / (args[args.index("-o") + 1] if "-o" in args else "out")
         return CliResult(code, captured.out, captured.err, out_dir)
 
+    def ran(self, text: str, *argv: str, **kw: Any) -> CliResult:
+        """``run`` of suite.yaml written as ``text`` (``argv``, ``kw``: as :meth:`run`'s)."""
+        self.write("suite.yaml", text)
+        return self.run("run", "suite.yaml", *argv, **kw)
+
+    def rejected(self, text: str) -> str:
+        """``validate`` of suite.yaml written as ``text``: its error output, once it is known
+        the suite was rejected as a configuration error (exit 2) without a traceback."""
+        self.write("suite.yaml", text)
+        result = self.run("validate", "suite.yaml")
+        assert result.code == 2, result.out + result.err
+        assert "Traceback" not in result.err
+        return result.err
+
 
 @pytest.fixture
 def project(

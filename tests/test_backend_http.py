@@ -19,15 +19,8 @@ from multiturn_eval.settings import RunSettings
 from multiturn_eval.types import TurnFile, TurnReply
 from tests.backend_harness import Clock, converse, error, reply
 from tests.conftest import Project
-from tests.fakes.http_agent import (
-    AgentReply,
-    Drop,
-    FakeHttpAgent,
-    Malformed,
-    Response,
-    Slow,
-    remembering,
-)
+from tests.fakes._server import Drop, Malformed, Response, Slow
+from tests.fakes.http_agent import AgentReply, FakeHttpAgent, remembering
 
 TOKEN = "tok-s3cr3t-0123456789"
 

@@ -21,14 +21,12 @@ from tests import tool_funcs
 from tests.backend_harness import PNG, Harness, error, reply
 from tests.chat_flavors import OpenAIFlavor, cli_suite, fixtures
 from tests.conftest import Project
+from tests.fakes._server import Malformed, Request, Response
 from tests.fakes.openai_server import (
     API_KEY,
     Completion,
     ErrorReply,
     FakeOpenAI,
-    Malformed,
-    Request,
-    Response,
     ToolCall,
     Usage,
     calls,

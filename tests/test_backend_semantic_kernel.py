@@ -31,11 +31,10 @@ from tests.chat_flavors import SemanticKernelFlavor, fixtures
 from tests.cli_probe import CLI
 from tests.conftest import Project
 from tests.fakes import anthropic_server as fa
+from tests.fakes._server import Request, Slow
 from tests.fakes.openai_server import (
     API_KEY,
     FakeOpenAI,
-    Request,
-    Slow,
     ToolCall,
     Usage,
     calls,

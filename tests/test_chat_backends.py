@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -27,32 +26,29 @@ from multiturn_eval.errors import ConfigError, FatalBackendError, TransientError
 from multiturn_eval.pricing import Price
 from multiturn_eval.types import TokenUsage
 from tests import tool_funcs
-from tests.backend_harness import CASES, Harness, error, reply
-from tests.chat_flavors import FLAVORS, INSTRUCTIONS, Flavor, Turn, U, cli_suite
+from tests.backend_harness import CASES, error, reply
+from tests.chat_flavors import (
+    FLAVORS,
+    INSTRUCTIONS,
+    Flavor,
+    FlavorHarness,
+    Turn,
+    U,
+    cli_suite,
+    flavored,
+)
 from tests.conftest import Project
 from tests.fakes._server import Malformed, Slow
 
 each = pytest.mark.parametrize("flavor", FLAVORS, ids=str)
 
 
-class Contract(Harness):
+class Contract(FlavorHarness):
     """One backend built from a suite file, its fake server, and its requests."""
-
-    def __init__(self, flavor: Flavor, tmp_path: Path, fake: Any) -> None:
-        super().__init__(tmp_path, flavor.backend_class, flavor.agent, flavor.env(fake))
-        self.flavor = flavor
-        self.fake = fake
 
     def with_agent(self, extra: str, **kw: Any) -> Any:
         """The backend of the flavor's agent block plus ``extra`` keys."""
         return self.backend(self.flavor.agent + extra, **kw)
-
-    def script(self, *replies: Any) -> None:
-        self.fake.script(*replies)
-
-    @property
-    def requests(self) -> list[Any]:
-        return self.flavor.requests(self.fake)
 
     @property
     def url(self) -> str:
@@ -62,15 +58,7 @@ class Contract(Harness):
         return [("system", INSTRUCTIONS)]
 
 
-@pytest.fixture
-def contract(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Contract]:
-    flavor: Flavor = request.node.callspec.params["flavor"]
-    monkeypatch.chdir(tmp_path)
-    tool_funcs.reset()
-    with flavor.server() as fake:
-        yield Contract(flavor, tmp_path, fake)
+contract = flavored(Contract, "contract")
 
 
 def cost(price: tuple[float, float, float, float] | None, usage: U) -> float | None:
@@ -480,27 +468,27 @@ def priced_backend(contract: Contract) -> Any:
 
 
 @each
-def test_each_request_is_priced_on_its_own(contract: Contract, flavor: Flavor) -> None:
-    """A turn's cost is the sum of its requests' costs, not the cost of their summed usage."""
+@pytest.mark.parametrize(
+    ("second", "cost"),
+    [
+        # each under 1,000 tokens: $1 each, not the $10 tier of their sum (1,700)
+        (900, pytest.approx((800 + 900) / 1e6)),
+        (6000, None),  # the second request has no price: nor has the turn
+    ],
+    ids=["each-request-priced-on-its-own", "an-unpriced-request-no-cost"],
+)
+def test_a_turns_cost_is_the_sum_of_its_requests_costs(
+    contract: Contract, flavor: Flavor, second: int, cost: Any
+) -> None:
+    """A turn's cost is the sum of its requests' costs, not the cost of their summed usage;
+    a turn with an unpriced request has no cost."""
     contract.script(
         flavor.calls(("lookup", {"key": "revenue"}), usage=U(800, 0)),
-        flavor.text("206588", U(900, 0)),
+        flavor.text("206588", U(second, 0)),
     )
     result = reply(contract.converse(priced_backend(contract), "revenue?")[0])
-    assert result.token_usage is not None and result.token_usage.prompt_tokens == 1700
-    assert result.cost_usd == pytest.approx((800 + 900) / 1e6)  # each under 1,000: $1 each
-    assert result.cost_usd != pytest.approx(1700 * 10 / 1e6)  # not the sum's tier
-
-
-@each
-def test_a_turn_with_an_unpriced_request_has_no_cost(contract: Contract, flavor: Flavor) -> None:
-    contract.script(
-        flavor.calls(("lookup", {"key": "revenue"}), usage=U(800, 0)),
-        flavor.text("206588", U(6000, 0)),
-    )
-    result = reply(contract.converse(priced_backend(contract), "revenue?")[0])
-    assert result.cost_usd is None
-    assert result.token_usage is not None and result.token_usage.prompt_tokens == 6800
+    assert result.token_usage is not None and result.token_usage.prompt_tokens == 800 + second
+    assert result.cost_usd == cost
 
 
 CORE = [f for f in FLAVORS if f.name in ("anthropic", "openai")]

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from tests.cli_probe import run_command
+from tests.fakes._server import Request
 from tests.fakes.anthropic_server import (
     API_KEY,
     FakeAnthropic,
     Message,
-    Request,
     last_user_blocks,
     text,
     tool_uses,

@@ -376,10 +376,8 @@ def test_every_misspelling_the_schema_lists_is_one_the_cli_rejects(project: Proj
     assert "ground_truht" in listed and "expected_tool" in listed and "evaluation" in listed
     assert not set(listed) & set(TURN_KEYS)
     turns = ", ".join(f"{{input: q, '{key}': 1}}" for key in listed)
-    project.write("suite.yaml", SCHEMA_HEAD + f"test_cases: [{{turns: [{turns}]}}]\n")
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    assert result.err.count("unknown turn key; did you mean") == len(listed)
+    err = project.rejected(SCHEMA_HEAD + f"test_cases: [{{turns: [{turns}]}}]\n")
+    assert err.count("unknown turn key; did you mean") == len(listed)
 
 
 def test_a_url_may_be_a_variable_in_the_editor_schema() -> None:

@@ -213,20 +213,52 @@ def test_other_turn_keys_become_turn_config(project: Project) -> None:
     assert turn.turn_config == {"turn_program": "subtract(1, 2)", "weight": 3}
 
 
-def test_input_and_turns_together(project: Project) -> None:
-    error = one_error(project, "test_cases:\n  - input: x\n    turns:\n      - input: y\n")
-    assert (
-        error
-        == "suite.yaml:5 test_cases[0] input: a test case has either 'input' or 'turns', not both"
-    )
+#: a suite body (after HEAD) and the one located error it gets, exactly
+ONE_ERROR = [
+    pytest.param(
+        "test_cases:\n  - input: x\n    turns:\n      - input: y\n",
+        "suite.yaml:5 test_cases[0] input: a test case has either 'input' or 'turns', not both",
+        id="input-and-turns-together",
+    ),
+    pytest.param(
+        "test_cases:\n  - name: e\n    turns: []\n",
+        "suite.yaml:6 test_cases[0] (\"e\") turns: is empty; give at least one turn, or use 'input:'",
+        id="empty-turns",
+    ),
+    pytest.param(
+        "test_cases:\n  - input: x\n    expected_tools:\n      - {name: a, count: 0}\n",
+        "suite.yaml:7 test_cases[0] expected_tools[0].count: must be >= 1; got 0",
+        id="expected-tool-count-must-be-positive",
+    ),
+    pytest.param(
+        "test_cases:\n  - input: x\n    expected_tools:\n      - {name: a, args: {b: {fuzzy: '1', regex: '1'}}}\n",
+        "suite.yaml:7 test_cases[0] expected_tools[0].args.b: a matcher mapping has exactly one key, "
+        "'fuzzy' or 'regex'; got 'fuzzy', 'regex'",
+        id="matcher-with-two-keys",
+    ),
+    pytest.param(
+        "test_cases:\n  - name: Single_JKHY\n    turns:\n      - input: x\n        expected_tools:\n"
+        "          - name: subtract\n            args: {b: {regex: '(181001'}}\n",
+        'suite.yaml:10 test_cases[0] ("Single_JKHY") turns[0].expected_tools[0].args.b.regex: '
+        "cannot compile: missing ), unterminated subpattern at position 0",
+        id="regex-compiled-at-load",
+    ),
+    pytest.param(
+        "evaluations:\n  - {type: standard, metric: numeric, absolute_tolerance: -1}\ntest_cases:\n  - input: x\n",
+        "suite.yaml:5 evaluations[0].absolute_tolerance: must be >= 0; got -1",
+        id="negative-tolerance",
+    ),
+    pytest.param(
+        "evaluations:\n  - {type: standard, metric: equality, relative_tolerance: 1}\ntest_cases:\n  - input: x\n",
+        "suite.yaml:5 evaluations[0].relative_tolerance: applies to another metric, not to 'equality'",
+        id="flag-of-the-other-metric",
+    ),
+]
 
 
-def test_empty_turns(project: Project) -> None:
-    error = one_error(project, "test_cases:\n  - name: e\n    turns: []\n")
-    assert (
-        error
-        == "suite.yaml:6 test_cases[0] (\"e\") turns: is empty; give at least one turn, or use 'input:'"
-    )
+@pytest.mark.parametrize(("body", "message"), ONE_ERROR)
+def test_a_suite_error_is_located_and_said(project: Project, body: str, message: str) -> None:
+    assert one_error(project, body) == message
 
 
 def test_neither_input_nor_turns(project: Project) -> None:
@@ -244,39 +276,9 @@ def test_legacy_keys_beside_turns(project: Project, key: str) -> None:
     )
 
 
-def test_expected_tool_count_must_be_positive(project: Project) -> None:
-    error = one_error(
-        project, "test_cases:\n  - input: x\n    expected_tools:\n      - {name: a, count: 0}\n"
-    )
-    assert error == "suite.yaml:7 test_cases[0] expected_tools[0].count: must be >= 1; got 0"
-
-
 def test_expected_tool_item_shape(project: Project) -> None:
     error = one_error(project, "test_cases:\n  - input: x\n    expected_tools:\n      - {nam: a}\n")
     assert "test_cases[0] expected_tools[0].nam: unknown key; did you mean 'name'?" in error
-
-
-def test_matcher_with_two_keys(project: Project) -> None:
-    error = one_error(
-        project,
-        "test_cases:\n  - input: x\n    expected_tools:\n      - {name: a, args: {b: {fuzzy: '1', regex: '1'}}}\n",
-    )
-    assert error == (
-        "suite.yaml:7 test_cases[0] expected_tools[0].args.b: a matcher mapping has exactly one key, "
-        "'fuzzy' or 'regex'; got 'fuzzy', 'regex'"
-    )
-
-
-def test_regex_compiled_at_load(project: Project) -> None:
-    error = one_error(
-        project,
-        "test_cases:\n  - name: Single_JKHY\n    turns:\n      - input: x\n        expected_tools:\n"
-        "          - name: subtract\n            args: {b: {regex: '(181001'}}\n",
-    )
-    assert error == (
-        'suite.yaml:10 test_cases[0] ("Single_JKHY") turns[0].expected_tools[0].args.b.regex: '
-        "cannot compile: missing ), unterminated subpattern at position 0"
-    )
 
 
 def test_unknown_evaluation_type_and_metric(project: Project) -> None:
@@ -291,25 +293,6 @@ def test_unknown_evaluation_type_and_metric(project: Project) -> None:
     assert (
         errors[1]
         == "suite.yaml:6 evaluations[1].metric: must be 'equality', 'numeric', 'contains', 'not_contains', 'regex' or 'json'; got 'bleu'"
-    )
-
-
-def test_negative_tolerance(project: Project) -> None:
-    error = one_error(
-        project,
-        "evaluations:\n  - {type: standard, metric: numeric, absolute_tolerance: -1}\ntest_cases:\n  - input: x\n",
-    )
-    assert error == "suite.yaml:5 evaluations[0].absolute_tolerance: must be >= 0; got -1"
-
-
-def test_flag_of_the_other_metric(project: Project) -> None:
-    error = one_error(
-        project,
-        "evaluations:\n  - {type: standard, metric: equality, relative_tolerance: 1}\ntest_cases:\n  - input: x\n",
-    )
-    assert (
-        error
-        == "suite.yaml:5 evaluations[0].relative_tolerance: applies to another metric, not to 'equality'"
     )
 
 
@@ -469,13 +452,10 @@ def test_a_grader_that_cannot_take_its_context_is_a_config_error(project: Projec
 
 
 def test_factory_imported_at_load(project: Project) -> None:
-    project.write(
-        "suite.yaml",
-        "agent:\n  backend: python\n  factory: tests.agents:nope\ntest_cases:\n  - input: x\n",
+    err = project.rejected(
+        "agent:\n  backend: python\n  factory: tests.agents:nope\ntest_cases:\n  - input: x\n"
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    assert "suite.yaml:3 agent.factory: module 'tests.agents' has no attribute 'nope'" in result.err
+    assert "suite.yaml:3 agent.factory: module 'tests.agents' has no attribute 'nope'" in err
 
 
 def test_files_must_exist(project: Project) -> None:
@@ -487,13 +467,10 @@ def test_files_must_exist(project: Project) -> None:
 
 
 def test_instructions_file_must_exist(project: Project) -> None:
-    project.write(
-        "suite.yaml",
-        HEAD + "  instructions_file: prompts/analyst.md\ntest_cases:\n  - input: x\n",
+    err = project.rejected(
+        HEAD + "  instructions_file: prompts/analyst.md\ntest_cases:\n  - input: x\n"
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    assert "suite.yaml:4 agent.instructions_file: file not found: " in result.err
+    assert "suite.yaml:4 agent.instructions_file: file not found: " in err
 
 
 def test_unset_variable_names_the_field(project: Project) -> None:
@@ -531,10 +508,8 @@ def test_duplicate_keys_are_errors(project: Project) -> None:
 
 
 def test_not_a_mapping(project: Project) -> None:
-    project.write("suite.yaml", "- just\n- a list\n")
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    assert "suite.yaml:1: a suite file is a YAML mapping" in result.err
+    err = project.rejected("- just\n- a list\n")
+    assert "suite.yaml:1: a suite file is a YAML mapping" in err
 
 
 def test_missing_file(project: Project) -> None:

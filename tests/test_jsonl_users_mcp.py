@@ -78,12 +78,19 @@ def report(out: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------- simulated users
 
 
-def test_simulated_cases_from_json_lines_run_as_their_yaml_form(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def simulated_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The simulated-users suite twice in the test's folder: jsonl/ (split) and yaml/ (as written)."""
     monkeypatch.chdir(tmp_path)
     split(SIMULATED, tmp_path / "jsonl")
     copied(SIMULATED, tmp_path / "yaml")
+    return tmp_path
+
+
+def test_simulated_cases_from_json_lines_run_as_their_yaml_form(
+    simulated_forms: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tmp_path = simulated_forms
     results = {}
     for form in ("yaml", "jsonl"):
         code, out, err = run(
@@ -103,11 +110,9 @@ def test_simulated_cases_from_json_lines_run_as_their_yaml_form(
 
 
 def test_a_simulated_json_lines_suite_validates_and_dry_runs_as_its_yaml_form(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    simulated_forms: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    split(SIMULATED, tmp_path / "jsonl")
-    copied(SIMULATED, tmp_path / "yaml")
+    tmp_path = simulated_forms
     code, out, _ = run(capsys, tmp_path / "jsonl" / "suite.yaml", "validate")
     assert (code, out) == (0, f"ok: jsonl/suite.yaml: 4 test cases (from jsonl/{FILE}), 1 turns\n")
     code, out, _ = run(capsys, tmp_path / "yaml" / "suite.yaml", "validate")

@@ -16,17 +16,15 @@ import pytest
 
 from multiturn_eval.grading.recorded import RECORDED_JUDGEMENTS, JudgeKey
 from multiturn_eval.results import MetricResult
-from multiturn_eval.run import RunOptions, run_suites
+from multiturn_eval.run import RunOptions, RunOutcome, run_suites
 from tests import docs_pages
-from tests.chat_flavors import AnthropicFlavor, fenced, judge_fixtures
+from tests.chat_flavors import POLITE, AnthropicFlavor, fenced, judge_fixtures, judge_suite
 from tests.conftest import Project
+from tests.fakes._server import Malformed, Request, Slow
 from tests.fakes.anthropic_server import (
     API_KEY,
     FakeAnthropic,
-    Malformed,
     Message,
-    Request,
-    Slow,
     ToolUse,
     Usage,
     agreeable_judge,
@@ -38,44 +36,15 @@ from tests.fakes.anthropic_server import (
 )
 
 HAIKU = "claude-haiku-4-5"
+TOP = f"judge: {{model: {HAIKU}, retry: {{initial_delay: 0}}}}"
 
 
 fake, judged = judge_fixtures(AnthropicFlavor())
 
 
-def suite(
-    evaluation: str = "{type: judge, rubric: The reply is polite.}",
-    *,
-    top: str = f"judge: {{model: {HAIKU}, retry: {{initial_delay: 0}}}}",
-    case_judge: str = "",
-    turn_judge: str = "",
-    replies: tuple[str, ...] = ("Hello there, happy to help.",),
-    ground_truth: str | None = None,
-    cases: int = 1,
-    same_reply: bool = True,
-) -> str:
-    lines = [
-        "agent:",
-        "  backend: python",
-        "  factory: tests.agents:scripted",
-        top,
-        "evaluations:",
-        f"  - {evaluation}",
-        "test_cases:",
-    ]
-    for c in range(cases):
-        script = [{"response": reply if same_reply else f"{reply} ({c})"} for reply in replies]
-        lines += [f"  - name: case{c}", f"    context: {{script: {json.dumps(script)}}}"]
-        if case_judge:
-            lines.append(f"    judge: {case_judge}")
-        lines.append("    turns:")
-        for t in range(len(replies)):
-            lines.append(f"      - input: question {t}")
-            if ground_truth is not None:
-                lines.append(f"        ground_truth: {json.dumps(ground_truth)}")
-            if turn_judge:
-                lines.append(f"        judge: {turn_judge}")
-    return "\n".join(lines) + "\n"
+def suite(evaluation: str = POLITE, *, top: str = TOP, **parts: Any) -> str:
+    """:func:`tests.chat_flavors.judge_suite` with Haiku as the suite's judge."""
+    return judge_suite(evaluation, top=top, **parts)
 
 
 def metric(report: dict[str, Any], case: int = 0, turn: int = 0) -> dict[str, Any]:
@@ -156,62 +125,64 @@ def _models(fake: FakeAnthropic) -> list[tuple[str, int]]:
     return [(r.body["model"], r.body["max_tokens"]) for r in fake.messages_requests()]
 
 
-def test_precedence_suite_judge_is_the_default(judged: Project, fake: FakeAnthropic) -> None:
-    fake.responder = lambda r: verdict(verdict="pass", reason="ok")
-    judged.write("suite.yaml", suite(top="judge: {model: suite-model, max_tokens: 111}"))
-    assert judged.run("run", "suite.yaml").code == 0
-    assert _models(fake) == [("suite-model", 111)]
-
-
-def test_precedence_test_case_overrides_suite(judged: Project, fake: FakeAnthropic) -> None:
-    fake.responder = lambda r: verdict(verdict="pass", reason="ok")
-    judged.write(
-        "suite.yaml",
-        suite(top="judge: {model: suite-model, max_tokens: 111}", case_judge="{model: case-model}"),
-    )
-    assert judged.run("run", "suite.yaml").code == 0
-    # keys merge one by one: max_tokens still comes from the suite
-    assert _models(fake) == [("case-model", 111)]
-
-
-def test_precedence_turn_overrides_test_case(judged: Project, fake: FakeAnthropic) -> None:
-    fake.responder = lambda r: verdict(verdict="pass", reason="ok")
-    judged.write(
-        "suite.yaml",
-        suite(
-            top="judge: {model: suite-model}",
-            case_judge="{model: case-model, max_tokens: 222}",
-            turn_judge="{model: turn-model}",
+@pytest.mark.parametrize(
+    ("evaluation", "levels", "model"),
+    [
+        pytest.param(
+            None,
+            {"top": "judge: {model: suite-model, max_tokens: 111}"},
+            ("suite-model", 111),
+            id="suite-judge-is-the-default",
         ),
-    )
-    assert judged.run("run", "suite.yaml").code == 0
-    assert _models(fake) == [("turn-model", 222)]
-
-
-def test_precedence_evaluation_overrides_turn(judged: Project, fake: FakeAnthropic) -> None:
-    fake.responder = lambda r: verdict(verdict="pass", reason="ok")
-    judged.write(
-        "suite.yaml",
-        suite(
+        # keys merge one by one: max_tokens still comes from the suite
+        pytest.param(
+            None,
+            {
+                "top": "judge: {model: suite-model, max_tokens: 111}",
+                "case_judge": "{model: case-model}",
+            },
+            ("case-model", 111),
+            id="test-case-overrides-suite",
+        ),
+        pytest.param(
+            None,
+            {
+                "top": "judge: {model: suite-model}",
+                "case_judge": "{model: case-model, max_tokens: 222}",
+                "turn_judge": "{model: turn-model}",
+            },
+            ("turn-model", 222),
+            id="turn-overrides-test-case",
+        ),
+        pytest.param(
             "{type: judge, rubric: Polite?, judge: {model: eval-model}}",
-            top="judge: {model: suite-model, max_tokens: 333}",
-            case_judge="{model: case-model}",
-            turn_judge="{model: turn-model}",
+            {
+                "top": "judge: {model: suite-model, max_tokens: 333}",
+                "case_judge": "{model: case-model}",
+                "turn_judge": "{model: turn-model}",
+            },
+            ("eval-model", 333),
+            id="evaluation-overrides-turn",
         ),
-    )
-    assert judged.run("run", "suite.yaml").code == 0
-    assert _models(fake) == [("eval-model", 333)]
-
-
-def test_precedence_a_model_named_only_in_the_evaluation_is_enough(
-    judged: Project, fake: FakeAnthropic
+        pytest.param(
+            "{type: judge, rubric: Polite?, judge: {model: eval-model}}",
+            {"top": ""},
+            ("eval-model", 1024),
+            id="a-model-named-only-in-the-evaluation-is-enough",
+        ),
+    ],
+)
+def test_precedence(
+    judged: Project,
+    fake: FakeAnthropic,
+    evaluation: str | None,
+    levels: dict[str, str],
+    model: tuple[str, int],
 ) -> None:
     fake.responder = lambda r: verdict(verdict="pass", reason="ok")
-    judged.write(
-        "suite.yaml", suite("{type: judge, rubric: Polite?, judge: {model: eval-model}}", top="")
-    )
+    judged.write("suite.yaml", suite(*([evaluation] if evaluation else []), **levels))
     assert judged.run("run", "suite.yaml").code == 0
-    assert _models(fake) == [("eval-model", 1024)]
+    assert _models(fake) == [model]
 
 
 # ---------------------------------------------------------------------- bad verdicts
@@ -613,6 +584,17 @@ class _Recorded:
         return self.verdicts.get(key)
 
 
+def _run_recorded(judged: Project, recorded: _Recorded) -> RunOutcome:
+    """suite.yaml run in-process with ``recorded`` as the recorded verdicts (as regrade runs)."""
+    token = RECORDED_JUDGEMENTS.set(recorded)
+    try:
+        return run_suites(
+            ["suite.yaml"], RunOptions(report_dir="out", formats=("json",)), judged.env
+        )
+    finally:
+        RECORDED_JUDGEMENTS.reset(token)
+
+
 def test_a_recorded_verdict_is_used_without_calling_the_judge(
     judged: Project, fake: FakeAnthropic
 ) -> None:
@@ -622,13 +604,7 @@ def test_a_recorded_verdict_is_used_without_calling_the_judge(
         metric_name="judge", kind="judge", score=0.0, passed=False, reason="recorded: rude"
     )
     recorded = _Recorded({JudgeKey("suite.yaml", 0, 0, "judge"): recorded_metric})
-    token = RECORDED_JUDGEMENTS.set(recorded)
-    try:
-        outcome = run_suites(
-            ["suite.yaml"], RunOptions(report_dir="out", formats=("json",)), judged.env
-        )
-    finally:
-        RECORDED_JUDGEMENTS.reset(token)
+    outcome = _run_recorded(judged, recorded)
     assert recorded.asked == [
         JudgeKey("suite.yaml", 0, 0, "judge"),
         JudgeKey("suite.yaml", 1, 0, "judge"),
@@ -769,13 +745,6 @@ def test_validate_checks_every_judge_block_before_any_call(
     assert fake.requests == []
 
 
-def test_a_missing_model_names_the_turn_it_would_run_on(judged: Project) -> None:
-    judged.write("suite.yaml", suite(top="", turn_judge="{max_tokens: 10}"))
-    result = judged.run("validate", "suite.yaml")
-    assert result.code == 2
-    assert "(for test_cases[0].turns[0])" in result.err
-
-
 def test_a_judge_named_by_one_turn_only_is_enough_for_that_turn(
     judged: Project, fake: FakeAnthropic
 ) -> None:
@@ -904,23 +873,29 @@ def test_a_recorded_conversation_verdict_is_looked_up_with_no_turn(
             )
         }
     )
-    token = RECORDED_JUDGEMENTS.set(recorded)
-    try:
-        outcome = run_suites(
-            ["suite.yaml"], RunOptions(report_dir="out", formats=("json",)), judged.env
-        )
-    finally:
-        RECORDED_JUDGEMENTS.reset(token)
+    outcome = _run_recorded(judged, recorded)
     assert fake.messages_requests() == []
     assert outcome.exit_code == 0
     assert outcome.report.results[0].judge_token_usage is None
 
 
-def test_validate_checks_conversation_judges(judged: Project) -> None:
-    judged.write("suite.yaml", _conversation_suite(top=""))
+@pytest.mark.parametrize(
+    ("written", "message"),
+    [
+        # a missing model names the turn it would run on
+        (suite(top="", turn_judge="{max_tokens: 10}"), "(for test_cases[0].turns[0])"),
+        # validate checks conversation judges too
+        (_conversation_suite(top=""), "conversation_evaluations[0].judge.model: no judge model"),
+    ],
+    ids=["turn", "conversation"],
+)
+def test_validate_locates_a_missing_judge_model(
+    judged: Project, written: str, message: str
+) -> None:
+    judged.write("suite.yaml", written)
     result = judged.run("validate", "suite.yaml")
     assert result.code == 2
-    assert "conversation_evaluations[0].judge.model: no judge model" in result.err
+    assert message in result.err
 
 
 # --------------------------------------------------------------------------- reports
@@ -1057,7 +1032,7 @@ def test_a_judge_slower_than_turn_timeout_is_a_metric_error(
 
 
 def test_a_dropped_connection_is_retried(judged: Project, fake: FakeAnthropic) -> None:
-    from tests.fakes.anthropic_server import Drop
+    from tests.fakes._server import Drop
 
     fake.script(Drop(), verdict(verdict="pass", reason="ok"))
     judged.write("suite.yaml", suite())
@@ -1097,7 +1072,7 @@ def test_a_turns_judges_run_side_by_side_and_keep_their_order(
 def test_a_huge_judge_reply_is_capped_and_an_error(
     judged: Project, fake: FakeAnthropic, chunked: bool
 ) -> None:
-    from tests.fakes.anthropic_server import Huge
+    from tests.fakes._server import Huge
 
     fake.script(Huge(size=12 * 1024 * 1024, chunked=chunked))
     judged.write("suite.yaml", suite())

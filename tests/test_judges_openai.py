@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from tests.chat_flavors import OpenAIFlavor, judge_fixtures
+from tests.chat_flavors import POLITE, OpenAIFlavor, judge_fixtures, judge_suite
 from tests.conftest import Project
+from tests.fakes._server import Malformed
 from tests.fakes.openai_server import (
     API_KEY,
     Completion,
     ErrorReply,
     FakeOpenAI,
-    Malformed,
     Usage,
     rate_limited,
     server_error,
@@ -33,26 +33,14 @@ fake, judged = judge_fixtures(OpenAIFlavor())
 
 
 def suite(
-    evaluation: str = "{type: judge, rubric: The reply is polite.}",
+    evaluation: str = POLITE,
     *,
     judge: str = f"{{backend: openai, model: {MODEL}, retry: {{initial_delay: 0}}}}",
     cases: int = 1,
 ) -> str:
-    lines = [
-        "agent: {backend: python, factory: tests.agents:scripted}",
-        f"judge: {judge}",
-        "evaluations:",
-        f"  - {evaluation}",
-        "test_cases:",
-    ]
-    for c in range(cases):
-        lines += [
-            f"  - name: case{c}",
-            f"    context: {{script: [{{response: 'Hello from case {c}.'}}]}}",
-            "    turns:",
-            "      - input: hi",
-        ]
-    return "\n".join(lines) + "\n"
+    """:func:`tests.chat_flavors.judge_suite` with ``judge`` as the suite's judge (each case
+    its own reply)."""
+    return judge_suite(evaluation, top=f"judge: {judge}", cases=cases, same_reply=False)
 
 
 def answer(**fields: Any) -> Completion:

@@ -37,46 +37,15 @@ PROBE = textwrap.dedent(
     """
 ).format(heavy=set(HEAVY))
 
-PYTHON_SUITE = """\
-agent:
-  backend: python
-  factory: tests.agents:scripted
-  tools:
-    - function: tests.tool_funcs:subtract
-test_cases:
-  - input: hello
-"""
+#: the python, anthropic and openai suites offer a Python tool; each has one test case
+TOOL = "  tools:\n    - function: tests.tool_funcs:subtract\n"
+CASE = "test_cases:\n  - input: hello\n"
+RETRY = "  retry: {max_attempts: 1}\n"
 
-ANTHROPIC_SUITE = """\
-agent:
-  backend: anthropic
-  model: claude-haiku-4-5
-  retry: {max_attempts: 1}
-  tools:
-    - function: tests.tool_funcs:subtract
-test_cases:
-  - input: hello
-"""
-
-OPENAI_SUITE = """\
-agent:
-  backend: openai
-  model: gpt-5-mini
-  retry: {max_attempts: 1}
-  tools:
-    - function: tests.tool_funcs:subtract
-test_cases:
-  - input: hello
-"""
-
-SK_SUITE = """\
-agent:
-  backend: semantic-kernel
-  service: openai
-  model: gpt-4o-mini
-test_cases:
-  - input: hello
-"""
+PYTHON_SUITE = "agent:\n  backend: python\n  factory: tests.agents:scripted\n" + TOOL + CASE
+ANTHROPIC_SUITE = "agent:\n  backend: anthropic\n  model: claude-haiku-4-5\n" + RETRY + TOOL + CASE
+OPENAI_SUITE = "agent:\n  backend: openai\n  model: gpt-5-mini\n" + RETRY + TOOL + CASE
+SK_SUITE = "agent:\n  backend: semantic-kernel\n  service: openai\n  model: gpt-4o-mini\n" + CASE
 
 
 def probe(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> dict[str, object]:

@@ -25,9 +25,8 @@ from typing import Any
 import pytest
 
 from multiturn_eval.errors import McpServerCrashed
-from tests import tool_funcs
-from tests.backend_harness import Harness, error, reply
-from tests.chat_flavors import FLAVORS, Flavor, Turn, U
+from tests.backend_harness import error, reply
+from tests.chat_flavors import FLAVORS, Flavor, FlavorHarness, Turn, U, flavored
 from tests.conftest import Project
 from tests.test_mcp_servers import TOOLBOX, http_toolbox, wait_gone
 
@@ -75,33 +74,16 @@ def servers(*entries: str) -> str:
 BILLING = ["get_balance", "refund", "increment"]
 
 
-class McpHarness(Harness):
+class McpHarness(FlavorHarness):
     def __init__(self, flavor: Flavor, tmp_path: Path, fake: Any) -> None:
         env = {**flavor.env(fake), "PATH": os.environ.get("PATH", "")}
-        super().__init__(tmp_path, flavor.backend_class, flavor.agent, env)
-        self.flavor = flavor
-        self.fake = fake
+        super().__init__(flavor, tmp_path, fake, env)
 
     def with_servers(self, *entries: str, cases: str = CASES, **kw: Any) -> Any:
         return self.backend(self.flavor.agent + servers(*entries), cases, **kw)
 
-    def script(self, *replies: Any) -> None:
-        self.fake.script(*replies)
 
-    @property
-    def requests(self) -> list[Any]:
-        return self.flavor.requests(self.fake)
-
-
-@pytest.fixture
-def harness(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[McpHarness]:
-    flavor: Flavor = request.node.callspec.params["flavor"]
-    monkeypatch.chdir(tmp_path)
-    tool_funcs.reset()
-    with flavor.server() as fake:
-        yield McpHarness(flavor, tmp_path, fake)
+harness = flavored(McpHarness, "harness")
 
 
 def offered(flavor: Flavor, request: Any) -> dict[str, dict[str, Any]]:
@@ -572,8 +554,7 @@ def test_the_loader_checks_what_it_can_without_starting_anything(
     (tmp_path / "servers").mkdir()
     script = tmp_path / "servers" / "run.sh"
     script.write_text("#!/bin/sh\nexit 0\n")
-    project.write(
-        "suite.yaml",
+    err = project.rejected(
         "agent:\n  backend: openai\n  model: gpt-5-mini\n  api_key: sk-test-0123456789\n"
         "  tools:\n    - function: tests.tool_funcs:subtract\n"
         "  mcp_servers:\n"
@@ -581,11 +562,9 @@ def test_the_loader_checks_what_it_can_without_starting_anything(
         "    - {name: b, command: ./run.sh, cwd: servers}\n"
         "    - {name: c, command: python, cwd: nowhere}\n"
         "    - {name: d, url: 'http://127.0.0.1:9/mcp', tools: [subtract, 'x.y']}\n"
-        "test_cases:\n  - input: x\n",
+        "test_cases:\n  - input: x\n"
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    lines = [line.strip() for line in result.err.splitlines()[1:]]
+    lines = [line.strip() for line in err.splitlines()[1:]]
     assert lines == [
         "suite.yaml:8 agent.mcp_servers[0].command: 'no-such-program-here' is not a program on "
         "the PATH the server gets (the runner's, unless its env sets one); give its path, or "
@@ -617,29 +596,23 @@ def test_a_suite_with_servers_needs_the_mcp_package(
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a)
     )
-    project.write(
-        "suite.yaml",
+    err = project.rejected(
         "agent:\n  backend: openai\n  model: gpt-5-mini\n  api_key: sk-test-0123456789\n"
         f"  mcp_servers:\n    - {{name: a, command: {sys.executable}}}\n"
-        "test_cases:\n  - input: x\n",
+        "test_cases:\n  - input: x\n"
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
     assert (
         "suite.yaml:5 agent.mcp_servers: MCP servers need the package 'mcp', which is not "
         "installed; install it with: pip install 'multiturn-eval[mcp]'"
-    ) in result.err
+    ) in err
 
 
 def test_mcp_servers_are_not_a_key_of_the_python_and_http_backends(project: Project) -> None:
-    project.write(
-        "suite.yaml",
+    err = project.rejected(
         "agent:\n  backend: python\n  factory: tests.agents:scripted\n"
-        "  mcp_servers: [{name: a, command: x}]\ntest_cases:\n  - input: x\n",
+        "  mcp_servers: [{name: a, command: x}]\ntest_cases:\n  - input: x\n"
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    assert "'mcp_servers' is not a key of the python agent (backend: python)" in result.err
+    assert "'mcp_servers' is not a key of the python agent (backend: python)" in err
 
 
 # ----------------------------------------------------------------- signals, by PID

@@ -21,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,7 +35,7 @@ from multiturn_eval.suite.mcp_servers import McpServerList, server_configs
 from multiturn_eval.tools import Tool, ToolSet
 from multiturn_eval.tools.mcp_servers.check import ToolNameUse, check_servers
 from multiturn_eval.tools.mcp_servers.config import PASSED_ENV, McpServerConfig, mcp_secrets
-from multiturn_eval.tools.mcp_servers.source import McpServers
+from multiturn_eval.tools.mcp_servers.source import CaseTools, McpServers
 from multiturn_eval.tools.mcp_servers.stdio import STDERR_LINES, StderrTail
 from multiturn_eval.types import ToolInvocation
 
@@ -53,6 +53,25 @@ def run(coro: Awaitable[T]) -> T:
         return await coro
 
     return asyncio.run(main())
+
+
+@contextlib.asynccontextmanager
+async def case_of(configs: list[McpServerConfig]) -> AsyncIterator[CaseTools]:
+    """One test case's tools from ``configs`` (the servers started; the case ended after)."""
+    servers = McpServers(configs, env=RUN_ENV)
+    await servers.start(ToolSet())
+    case = await servers.open_case()
+    try:
+        yield case
+    finally:
+        await case.aclose()
+
+
+async def crash_of(toolset: ToolSet, tool: str) -> McpServerCrashed:
+    """What a call of ``tool`` raises: McpServerCrashed (anything else fails the test)."""
+    with pytest.raises(McpServerCrashed) as crashed:
+        await toolset.call(tool, {})
+    return crashed.value
 
 
 def stdio(name: str = "billing", mode: str | None = None, **fields: Any) -> McpServerConfig:
@@ -167,18 +186,13 @@ def test_a_servers_tools_join_the_python_tools_with_their_own_schemas() -> None:
 
 def test_an_is_error_result_reaches_the_model_like_a_python_tools_exception() -> None:
     async def go() -> Any:
-        servers = McpServers([stdio()], env=RUN_ENV)
-        await servers.start(ToolSet())
-        case = await servers.open_case()
-        try:
+        async with case_of([stdio()]) as case:
             return [
                 await case.toolset.call("get_balance", {"account_id": "nope"}),
                 await case.toolset.call("get_balance", "{not json"),
                 await case.toolset.call("get_balance", {}),
                 await case.toolset.call("picture", {}),
             ]
-        finally:
-            await case.aclose()
 
     missing, not_json, no_args, picture = run(go())
     assert not picture.is_error and picture.content == "[image: image/png, 88 bytes of base64]"
@@ -213,14 +227,9 @@ def test_a_stdio_server_gets_a_minimal_environment_and_its_cwd_relative_to_the_s
     (config,) = server_configs(agent.mcp_servers, tmp_path)
 
     async def go() -> dict[str, Any]:
-        servers = McpServers([config], env=RUN_ENV)
-        await servers.start(ToolSet())
-        case = await servers.open_case()
-        try:
+        async with case_of([config]) as case:
             facts: dict[str, Any] = json.loads((await case.toolset.call("whoami", {})).content)
             return facts
-        finally:
-            await case.aclose()
 
     facts = run(go())
     passed = {k for k in PASSED_ENV if k in RUN_ENV}
@@ -504,16 +513,11 @@ def test_the_allow_list_offers_only_its_tools_and_must_name_real_ones() -> None:
 
 def test_a_call_past_call_timeout_is_a_tool_error_and_the_server_goes_on() -> None:
     async def go() -> list[Any]:
-        servers = McpServers([stdio(call_timeout=0.5)], env=RUN_ENV)
-        await servers.start(ToolSet())
-        case = await servers.open_case()
-        try:
+        async with case_of([stdio(call_timeout=0.5)]) as case:
             return [
                 await case.toolset.call("hang", {}),
                 await case.toolset.call("get_balance", {"account_id": "A-2"}),
             ]
-        finally:
-            await case.aclose()
 
     hung, after = run(go())
     assert hung.is_error
@@ -525,14 +529,9 @@ def test_a_call_past_call_timeout_is_a_tool_error_and_the_server_goes_on() -> No
 
 def test_without_call_timeout_a_call_is_bounded_by_the_turns_time_left() -> None:
     async def go() -> Any:
-        servers = McpServers([stdio()], env=RUN_ENV)
-        await servers.start(ToolSet())
-        case = await servers.open_case()
-        try:
+        async with case_of([stdio()]) as case:
             with turn_deadline(0.8):
                 return await case.toolset.call("hang", {})
-        finally:
-            await case.aclose()
 
     hung = run(go())
     assert hung.is_error
@@ -543,15 +542,10 @@ def test_a_hung_call_cancelled_by_the_turns_timeout_leaves_no_process() -> None:
     pids: list[int] = []
 
     async def go() -> None:
-        servers = McpServers([stdio()], env=RUN_ENV)
-        await servers.start(ToolSet())
-        case = await servers.open_case()
-        pids.extend(s.pid for s in case.servers if s.pid)
-        try:
+        async with case_of([stdio()]) as case:
+            pids.extend(s.pid for s in case.servers if s.pid)
             async with asyncio.timeout(0.5):  # the case runner's own turn_timeout
                 await case.toolset.call("hang", {})
-        finally:
-            await case.aclose()
 
     with pytest.raises(TimeoutError):
         run(go())
@@ -563,25 +557,15 @@ def test_a_hung_call_cancelled_by_the_turns_timeout_leaves_no_process() -> None:
 
 def test_a_crash_fails_the_turn_the_next_call_restarts_and_two_in_a_row_end_the_session() -> None:
     async def go() -> dict[str, Any]:
-        servers = McpServers([stdio()], env=RUN_ENV)
-        await servers.start(ToolSet())
-        case = await servers.open_case()
-        (server,) = case.servers
-        out: dict[str, Any] = {"first_pid": server.pid}
-        try:
-            with pytest.raises(McpServerCrashed) as first:
-                await case.toolset.call("crash", {})
-            out["first"] = first.value
+        async with case_of([stdio()]) as case:
+            (server,) = case.servers
+            out: dict[str, Any] = {"first_pid": server.pid}
+            out["first"] = await crash_of(case.toolset, "crash")
             out["after"] = (await case.toolset.call("increment", {})).content
             out["second_pid"] = server.pid
-            with pytest.raises(McpServerCrashed) as again:
-                await case.toolset.call("crash", {})
-            with pytest.raises(McpServerCrashed) as twice:
-                await case.toolset.call("crash", {})
-            out["again"], out["twice"] = again.value, twice.value
+            out["again"] = await crash_of(case.toolset, "crash")
+            out["twice"] = await crash_of(case.toolset, "crash")
             out["third_pid"] = server.pid
-        finally:
-            await case.aclose()
         return out
 
     out = run(go())
@@ -599,20 +583,9 @@ def test_a_crash_fails_the_turn_the_next_call_restarts_and_two_in_a_row_end_the_
 
 def test_a_url_server_that_dies_mid_call_fails_the_turn_and_cannot_come_back() -> None:
     async def go(url: str) -> tuple[McpServerCrashed, McpServerCrashed]:
-        servers = McpServers(
-            [McpServerConfig(name="search", url=url, startup_timeout=5)], env=RUN_ENV
-        )
-        await servers.start(ToolSet())
-        case = await servers.open_case()
-        try:
+        async with case_of([McpServerConfig(name="search", url=url, startup_timeout=5)]) as case:
             assert (await case.toolset.call("increment", {})).content == "1"
-            with pytest.raises(McpServerCrashed) as crash:
-                await case.toolset.call("crash", {})
-            with pytest.raises(McpServerCrashed) as restart:
-                await case.toolset.call("increment", {})
-            return crash.value, restart.value
-        finally:
-            await case.aclose()
+            return await crash_of(case.toolset, "crash"), await crash_of(case.toolset, "increment")
 
     with http_toolbox() as url:
         crash, restart = run(go(url))
@@ -625,19 +598,10 @@ def test_a_server_that_cannot_restart_ends_the_session(tmp_path: Path) -> None:
     mark = tmp_path / "crashed"
 
     async def go() -> tuple[McpServerCrashed, McpServerCrashed]:
-        servers = McpServers([stdio(env={"TOOLBOX_CRASH_MARK": str(mark)})], env=RUN_ENV)
-        await servers.start(ToolSet())
-        case = await servers.open_case()
-        try:
-            with pytest.raises(McpServerCrashed):
-                await case.toolset.call("crash", {})
-            with pytest.raises(McpServerCrashed) as restart:
-                await case.toolset.call("increment", {})
-            with pytest.raises(McpServerCrashed) as later:
-                await case.toolset.call("increment", {})
-            return restart.value, later.value
-        finally:
-            await case.aclose()
+        async with case_of([stdio(env={"TOOLBOX_CRASH_MARK": str(mark)})]) as case:
+            await crash_of(case.toolset, "crash")
+            restart = await crash_of(case.toolset, "increment")
+            return restart, await crash_of(case.toolset, "increment")
 
     restart, later = run(go())
     assert not restart.session_alive

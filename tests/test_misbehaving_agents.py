@@ -21,12 +21,13 @@ import xmlschema
 
 from multiturn_eval import case_runner, usercode
 from multiturn_eval.reports.json_report import dump_json
-from multiturn_eval.results import CaseResult, MetricResult, TurnResult
+from multiturn_eval.results import MetricResult, TurnResult
 from multiturn_eval.rollup import rollup_metrics
 from multiturn_eval.sanitize import json_safe
 from multiturn_eval.settings import resolve_settings
 from multiturn_eval.types import ToolInvocation
 from tests import agents
+from tests.case_results import case_result
 from tests.conftest import Project
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -471,16 +472,7 @@ def test_dump_json_never_raises_for_a_case_result(variant: str) -> None:
     turn = TurnResult.model_construct(
         **{**TurnResult(turn_index=0, input="q", passed=False).__dict__, "tool_invocations": [call]}
     )
-    case = CaseResult(
-        index=0,
-        name="c",
-        suite="s.yaml",
-        suite_name="s",
-        backend="python",
-        passed=False,
-        outcome="failed",
-    )
-    case = case.model_copy(update={"turns": [turn]})
+    case = case_result(passed=False).model_copy(update={"turns": [turn]})
     data = json.loads(dump_json(case))
     assert data["name"] == "c"
     assert isinstance(data["turns"][0]["tool_invocations"][0]["args"], dict)

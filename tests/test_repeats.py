@@ -25,6 +25,7 @@ import xmlschema
 from multiturn_eval.results import CaseResult, Report
 from multiturn_eval.rollup import aggregate_runs, gate_passed
 from tests import agents, flaky_agents
+from tests.case_results import case_result
 from tests.conftest import Project
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -424,12 +425,7 @@ def _run(passed: list[bool], cost: float | None = 0.5) -> CaseResult:
         for i, p in enumerate(passed)
     ]
     ok = all(passed)
-    return CaseResult(
-        index=0,
-        name="c",
-        suite="s.yaml",
-        suite_name="s",
-        backend="python",
+    return case_result(
         passed=ok,
         outcome=case_outcome(ok, False, turns, []),
         turns=turns,

@@ -16,7 +16,7 @@ import pytest
 from multiturn_eval.errors import InputError
 from multiturn_eval.github.inputs import read_inputs
 from tests.fakes.github_api import FakeGitHub
-from tests.test_action_entrypoint import Runner, comments, github, runner  # noqa: F401
+from tests.test_action_entrypoint import Runner, Step, comments, github, runner  # noqa: F401
 
 COIN = '''\
 """Turn 2 is wrong in every second session of a test case (sessions counted per case)."""
@@ -78,19 +78,20 @@ def test_the_repeat_input(tmp_path: Path, value: str, repeat: int | None) -> Non
     assert inputs.repeat == repeat
 
 
-def _coin_workspace(runner: Runner, execution: str = "") -> None:  # noqa: F811
+def _coin_step(runner: Runner, repeat: str, execution: str = "") -> Step:  # noqa: F811
+    """The Action's step on the coin suite (``execution``: its block) with ``repeat``."""
     (runner.workspace / "agents" / "coin.py").write_text(COIN, encoding="utf-8")
     (runner.workspace / "evals" / "coin.yaml").write_text(
         SUITE.format(execution=execution), encoding="utf-8"
     )
+    return runner.run({"suite": "evals/coin.yaml", "repeat": repeat})
 
 
 def test_repeat_input_end_to_end_fails_a_flaky_case_at_its_varying_turn(
     runner: Runner,  # noqa: F811
     github: FakeGitHub,  # noqa: F811
 ) -> None:
-    _coin_workspace(runner)
-    step = runner.run({"suite": "evals/coin.yaml", "repeat": "4"})
+    step = _coin_step(runner, "4")
     assert step.code == 1, step.log
     assert (step.outputs["total"], step.outputs["passed"], step.outputs["failed"]) == (
         "1",
@@ -114,8 +115,7 @@ def test_repeat_input_end_to_end_a_flaky_case_within_the_gate_passes_with_a_warn
     runner: Runner,  # noqa: F811
     github: FakeGitHub,  # noqa: F811
 ) -> None:
-    _coin_workspace(runner, "execution:\n  min_pass_rate: 0.5\n")
-    step = runner.run({"suite": "evals/coin.yaml", "repeat": "4"})
+    step = _coin_step(runner, "4", "execution:\n  min_pass_rate: 0.5\n")
     assert step.code == 0, step.log
     assert step.outputs["passed"] == "1"
     assert step.annotations("error") == []
@@ -130,8 +130,7 @@ def test_a_bad_repeat_input_fails_the_step_before_any_agent_call(
     runner: Runner,  # noqa: F811
     github: FakeGitHub,  # noqa: F811
 ) -> None:
-    _coin_workspace(runner)
-    step = runner.run({"suite": "evals/coin.yaml", "repeat": "zero"})
+    step = _coin_step(runner, "zero")
     assert step.code == 2, step.log
     assert any("repeat" in e.message for e in step.annotations("error")), step.log
     assert not (runner.workspace / "multiturn-eval-report" / "report.json").exists()

@@ -32,9 +32,10 @@ from multiturn_eval.reports.markdown import md_text
 from multiturn_eval.run import RunOptions, run_suites
 from multiturn_eval.secrets import REDACTED, Redactor, encoded_forms, secrets_in
 from tests.cli_probe import repo_env, run_command
+from tests.fakes._server import Request, Response
 from tests.fakes.anthropic_server import ApiError, FakeAnthropic, request_key, text, tool_uses
 from tests.fakes.github_api import FakeGitHub, Token, serve
-from tests.fakes.http_agent import AgentReply, FakeHttpAgent, Request, Response
+from tests.fakes.http_agent import AgentReply, FakeHttpAgent
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER_CORE = "Zq7vKx9wPm"

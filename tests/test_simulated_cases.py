@@ -85,17 +85,15 @@ def metric(case_result: dict[str, Any], name: str) -> dict[str, Any] | None:
 
 
 def test_scripted_turns_first_then_the_simulated_user_takes_over(project: Project) -> None:
-    project.write(
-        "suite.yaml",
+    result = project.ran(
         suite(
             case(
                 turns=["hi, my blender arrived broken"],
                 say=["order W123, please refund it", end(message="thanks!", reason="refunded")],
                 script=replies("Sorry! Which order?", "Refund issued for W123.", "Bye."),
             )
-        ),
+        )
     )
-    result = project.run("run", "suite.yaml")
     assert result.code == 0, result.out + result.err
     c = only(result.report)
     assert [(t["input"], t["source"], t["response"]) for t in c["turns"]] == [
@@ -136,8 +134,7 @@ def test_scripted_turns_first_then_the_simulated_user_takes_over(project: Projec
 def test_each_outcome_decides_user_goal(
     project: Project, say: list[Any], passed: bool, outcome: str, reason: str
 ) -> None:
-    project.write("suite.yaml", suite(case(say=say, user="max_turns: 2")))
-    result = project.run("run", "suite.yaml", formats=("json", "junit"))
+    result = project.ran(suite(case(say=say, user="max_turns: 2")), formats=("json", "junit"))
     c = only(result.report)
     assert c["simulation"]["outcome"] == outcome
     assert c["passed"] is passed
@@ -153,16 +150,14 @@ def test_each_outcome_decides_user_goal(
 
 
 def test_an_end_before_any_message_is_an_invalid_simulation(project: Project) -> None:
-    project.write("suite.yaml", suite(case(say=[end("goal_met")])))
-    c = only(project.run("run", "suite.yaml").report)
+    c = only(project.ran(suite(case(say=[end("goal_met")]))).report)
     assert c["simulation"]["outcome"] == "invalid_simulation"
     assert "before any message was sent: nothing was tested" in c["simulation"]["reason"]
     assert c["outcome"] == "error"
 
 
 def test_done_without_a_message_ends_at_once(project: Project) -> None:
-    project.write("suite.yaml", suite(case(say=["refund W123", end(reason="it is refunded")])))
-    c = only(project.run("run", "suite.yaml").report)
+    c = only(project.ran(suite(case(say=["refund W123", end(reason="it is refunded")]))).report)
     assert [t["input"] for t in c["turns"]] == ["refund W123"]
     assert c["simulation"]["user_turns"] == 1
     assert c["simulation"]["silent_end"] is True
@@ -170,8 +165,7 @@ def test_done_without_a_message_ends_at_once(project: Project) -> None:
 
 
 def test_require_goal_false_leaves_user_goal_out(project: Project) -> None:
-    project.write("suite.yaml", suite(case(say=["hi", end("gave_up")], user="require_goal: false")))
-    result = project.run("run", "suite.yaml")
+    result = project.ran(suite(case(say=["hi", end("gave_up")], user="require_goal: false")))
     c = only(result.report)
     assert result.code == 0 and c["passed"]
     assert metric(c, "user_goal") is None
@@ -181,16 +175,15 @@ def test_require_goal_false_leaves_user_goal_out(project: Project) -> None:
 def test_the_suite_default_of_require_goal_applies(project: Project) -> None:
     top = "user_simulator: {backend: python, factory: tests.simulators:scripted, require_goal: false}\n"
     text = suite(case(say=["hi", end("gave_up")])).replace(HEAD.splitlines()[1] + "\n", top)
-    project.write("suite.yaml", text)
-    assert project.run("run", "suite.yaml").code == 0
+    assert project.ran(text).code == 0
 
 
 def test_the_opening_is_the_first_message_and_counts_toward_max_turns(project: Project) -> None:
-    project.write(
-        "suite.yaml",
-        suite(case(say=["second", "third"], user="opening: hello there, max_turns: 2")),
+    c = only(
+        project.ran(
+            suite(case(say=["second", "third"], user="opening: hello there, max_turns: 2"))
+        ).report
     )
-    c = only(project.run("run", "suite.yaml").report)
     assert [(t["input"], t["source"]) for t in c["turns"]] == [
         ("hello there", "scripted"),
         ("second", "simulated"),
@@ -201,16 +194,14 @@ def test_the_opening_is_the_first_message_and_counts_toward_max_turns(project: P
 
 
 def test_two_session_errors_end_the_conversation_as_agent_error(project: Project) -> None:
-    project.write(
-        "suite.yaml",
+    result = project.ran(
         suite(
             case(
                 say=["one", "two", "three"],
                 script=[{"raise": "session"}, {"raise": "session"}],
             )
-        ),
+        )
     )
-    result = project.run("run", "suite.yaml")
     c = only(result.report)
     assert result.code == 1
     assert c["simulation"]["outcome"] == "agent_error"
@@ -220,11 +211,11 @@ def test_two_session_errors_end_the_conversation_as_agent_error(project: Project
 
 
 def test_a_dead_session_in_the_scripted_turns_never_reaches_the_simulator(project: Project) -> None:
-    project.write(
-        "suite.yaml",
-        suite(case(turns=["hi", "again"], say=["x"], script=[{"raise": "dead"}])),
+    c = only(
+        project.ran(
+            suite(case(turns=["hi", "again"], say=["x"], script=[{"raise": "dead"}]))
+        ).report
     )
-    c = only(project.run("run", "suite.yaml").report)
     assert c["simulation"]["outcome"] == "agent_error"
     assert "in the scripted turns" in c["simulation"]["reason"]
     assert simulators.SEEN == []
@@ -233,8 +224,10 @@ def test_a_dead_session_in_the_scripted_turns_never_reaches_the_simulator(projec
 
 
 def test_a_simulator_that_raises_is_invalid_and_errors_the_case(project: Project) -> None:
-    project.write("suite.yaml", suite(case(say=["hello", {"raise": "no more ideas"}])))
-    result = project.run("run", "suite.yaml", formats=("json", "junit", "markdown"))
+    result = project.ran(
+        suite(case(say=["hello", {"raise": "no more ideas"}])),
+        formats=("json", "junit", "markdown"),
+    )
     c = only(result.report)
     assert result.code == 1
     assert c["outcome"] == "error"  # the simulator's fault, not a failed check of the agent
@@ -255,16 +248,14 @@ def test_a_simulator_that_raises_is_invalid_and_errors_the_case(project: Project
 
 def test_a_factory_that_fails_is_invalid_without_a_turn(project: Project) -> None:
     top = "user_simulator: {backend: python, factory: tests.simulators:broken_factory}\n"
-    project.write("suite.yaml", suite(case(say=[])).replace(HEAD.splitlines()[1] + "\n", top))
-    c = only(project.run("run", "suite.yaml").report)
+    c = only(project.ran(suite(case(say=[])).replace(HEAD.splitlines()[1] + "\n", top)).report)
     assert c["simulation"]["outcome"] == "invalid_simulation"
     assert "the factory failed: RuntimeError: the factory is broken" in c["simulation"]["reason"]
     assert c["turns"] == [] and c["outcome"] == "error"
 
 
 def test_a_simulator_that_never_answers_is_bounded_by_the_turn_timeout(project: Project) -> None:
-    project.write("suite.yaml", suite(case(say=["hello", {"sleep": 3}])))
-    result = project.run("run", "suite.yaml", "--turn-timeout", "0.3")
+    result = project.ran(suite(case(say=["hello", {"sleep": 3}])), "--turn-timeout", "0.3")
     c = only(result.report)
     assert c["simulation"]["outcome"] == "invalid_simulation"
     assert "gave no answer within 0.3 s (turn_timeout) for turn 2" in c["simulation"]["reason"]
@@ -289,8 +280,7 @@ def test_the_cases_evaluations_run_on_every_simulated_turn(project: Project) -> 
             """,
         )
     ).replace('  - input: "hi"\n', '  - input: "hi"\n    ground_truth: "Hello."\n')
-    project.write("suite.yaml", text)
-    result = project.run("run", "suite.yaml")
+    result = project.ran(text)
     c = only(result.report)
     names = [[m["metric_name"] for m in t["metric_results"]] for t in c["turns"]]
     # the response check on every turn; the ground-truth check only where there is one
@@ -332,8 +322,7 @@ def test_conversation_checks_see_the_simulated_conversation(project: Project) ->
 
 
 def test_a_failing_simulated_case_is_a_transcript_in_summary_md(project: Project) -> None:
-    project.write(
-        "suite.yaml",
+    result = project.ran(
         suite(
             case(
                 turns=["hi"],
@@ -341,8 +330,8 @@ def test_a_failing_simulated_case_is_a_transcript_in_summary_md(project: Project
                 script=replies("hello", "**no** refunds <b>today</b>", "bye"),
             )
         ),
+        formats=("json", "markdown", "html"),
     )
-    result = project.run("run", "suite.yaml", formats=("json", "markdown", "html"))
     md = (result.report_dir / "summary.md").read_text()
     assert "<b>Simulated user</b> (python tests.simulators:scripted)" in md
     assert "👤 <b>user</b> <i>(scripted)</i>: hi" in md
@@ -356,12 +345,12 @@ def test_a_failing_simulated_case_is_a_transcript_in_summary_md(project: Project
 
 
 def test_a_case_with_user_and_no_simulated_fields_writes_none_of_them(project: Project) -> None:
-    project.write(
-        "suite.yaml",
-        "agent: {backend: python, factory: tests.agents:scripted}\n"
-        "test_cases:\n- name: plain\n  turns: [{input: hi}]\n",
+    text = json.dumps(
+        project.ran(
+            "agent: {backend: python, factory: tests.agents:scripted}\n"
+            "test_cases:\n- name: plain\n  turns: [{input: hi}]\n"
+        ).report
     )
-    text = json.dumps(project.run("run", "suite.yaml").report)
     for key in ("simulation", '"source"', "user_token_usage", "user_cost_usd"):
         assert key not in text
 
@@ -371,8 +360,9 @@ def test_a_case_with_user_and_no_simulated_fields_writes_none_of_them(project: P
 
 def test_each_run_simulates_afresh_and_a_flaky_case_names_the_outcomes(project: Project) -> None:
     runs = [["hi", end("goal_met")], ["hi", end("gave_up", reason="refused")], ["hi", end()]]
-    project.write("suite.yaml", suite(case(runs=runs, say=None)))
-    result = project.run("run", "suite.yaml", "--repeat", "3", formats=("json", "markdown"))
+    result = project.ran(
+        suite(case(runs=runs, say=None)), "--repeat", "3", formats=("json", "markdown")
+    )
     c = only(result.report)
     assert [ctx.run_index for ctx in simulators.CONTEXTS] == [0, 1, 2]
     assert [r["simulation"]["outcome"] for r in c["runs"]] == ["goal_met", "gave_up", "goal_met"]
@@ -386,8 +376,9 @@ def test_each_run_simulates_afresh_and_a_flaky_case_names_the_outcomes(project: 
 
 def test_an_invalid_run_is_left_out_of_pass_k_with_the_count_shown(project: Project) -> None:
     runs = [["hi", end("goal_met")], [{"raise": "broken"}], ["hi", end("goal_met")]]
-    project.write("suite.yaml", suite(case(runs=runs, say=None)))
-    result = project.run("run", "suite.yaml", "--repeat", "3", formats=("json", "markdown"))
+    result = project.ran(
+        suite(case(runs=runs, say=None)), "--repeat", "3", formats=("json", "markdown")
+    )
     c = only(result.report)
     repeat = c["repeat"]
     assert (repeat["passes"], repeat["runs"], repeat["invalid_runs"]) == (2, 2, 1)
@@ -400,8 +391,7 @@ def test_an_invalid_run_is_left_out_of_pass_k_with_the_count_shown(project: Proj
 
 
 def test_a_case_whose_runs_are_all_invalid_errors(project: Project) -> None:
-    project.write("suite.yaml", suite(case(runs=[[{"raise": "broken"}]], say=None)))
-    result = project.run("run", "suite.yaml", "--repeat", "2")
+    result = project.ran(suite(case(runs=[[{"raise": "broken"}]], say=None)), "--repeat", "2")
     c = only(result.report)
     assert result.code == 1
     assert (c["passed"], c["outcome"]) == (False, "error")
@@ -413,17 +403,15 @@ def test_a_case_whose_runs_are_all_invalid_errors(project: Project) -> None:
 
 
 def test_regrade_replays_the_recorded_conversation_without_the_simulator(project: Project) -> None:
-    project.write(
-        "suite.yaml",
+    first = project.ran(
         suite(
             case(
                 turns=["hi"],
                 say=["refund W123", end(message="thanks", reason="refunded")],
                 script=replies("hello", "refunded, you moron", "bye"),
             )
-        ),
+        )
     )
-    first = project.run("run", "suite.yaml")
     assert first.code == 0
     recorded = [t["input"] for t in only(first.report)["turns"]]
     simulators.reset()
@@ -453,8 +441,7 @@ def test_regrade_replays_the_recorded_conversation_without_the_simulator(project
 
 
 def test_a_changed_user_block_is_not_regradable(project: Project) -> None:
-    project.write("suite.yaml", suite(case(say=["refund W123", end()])))
-    assert project.run("run", "suite.yaml").code == 0
+    assert project.ran(suite(case(say=["refund W123", end()]))).code == 0
     text = (project.root / "suite.yaml").read_text()
     project.write("suite.yaml", text.replace("get a refund for W123", "get a refund for W999"))
     result = project.run("regrade", "out/report.json", "-o", "rg")
@@ -465,8 +452,7 @@ def test_a_changed_user_block_is_not_regradable(project: Project) -> None:
 
 
 def test_changing_a_check_flag_keeps_the_case_regradable(project: Project) -> None:
-    project.write("suite.yaml", suite(case(say=["hi", end("gave_up")])))
-    assert project.run("run", "suite.yaml").code == 1
+    assert project.ran(suite(case(say=["hi", end("gave_up")]))).code == 1
     text = (project.root / "suite.yaml").read_text()
     project.write("suite.yaml", text.replace("W123}", "W123, require_goal: false}"))
     result = project.run("regrade", "out/report.json", "-o", "rg")
@@ -487,8 +473,7 @@ def test_eight_simulated_cases_at_once_keep_their_own_conversations(project: Pro
         )
         for i in range(16)
     ]
-    project.write("suite.yaml", suite(*cases))
-    result = project.run("run", "suite.yaml", "-p", "8")
+    result = project.ran(suite(*cases), "-p", "8")
     assert result.code == 0, result.out
     assert agents.MAX_OPEN > 1
     for i, c in enumerate(result.report["results"]):
@@ -601,15 +586,13 @@ def test_the_docs_python_simulator_works_as_written(project: Project) -> None:
     project.write("my_tests/__init__.py", "")
     project.write("my_tests/customers.py", _blocks("python")[0])
     script = replies("Which order?", "Refund issued for W123.", "Bye.")
-    project.write(
-        "suite.yaml",
+    result = project.ran(
         "agent: {backend: python, factory: tests.agents:scripted}\n"
         + _blocks("yaml")[1]
         + "test_cases:\n"
         + f"- name: docs\n  context: {{script: {json.dumps(script)}}}\n"
-        + "  user: {goal: refund, known: {order_id: W123}}\n",
+        + "  user: {goal: refund, known: {order_id: W123}}\n"
     )
-    result = project.run("run", "suite.yaml")
     assert result.code == 0, result.out + result.err
     c = only(result.report)
     assert [t["input"] for t in c["turns"]] == [

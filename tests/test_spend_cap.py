@@ -10,7 +10,8 @@ import pytest
 from multiturn_eval.results import CaseResult, CaseRun
 from multiturn_eval.spend import spend_of
 from tests.conftest import Project
-from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, Request, Slow, Usage, text
+from tests.fakes._server import Request, Slow
+from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, Usage, text
 
 #: $1 per million input tokens, output free: every reply of 100,000 input tokens costs $0.10
 PRICED = """\

@@ -196,14 +196,8 @@ def test_the_simulated_example_catches_an_empty_promise_the_customer_believed(
 def test_the_claude_variant_against_the_fake_anthropic_server(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], in_repo: None
 ) -> None:
-    from tests.fakes.anthropic_server import (
-        API_KEY,
-        FakeAnthropic,
-        Message,
-        Request,
-        ToolUse,
-        Usage,
-    )
+    from tests.fakes._server import Request
+    from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, Message, ToolUse, Usage
     from tests.simulators import customer_fields
 
     def claude(request: Request) -> Message:

@@ -300,46 +300,37 @@ def test_loaded_suite_gives_the_toolset_with_overrides(tmp_path: Path) -> None:
 def test_bad_tool_definitions_are_config_errors(
     project: Project, function: str, message: str
 ) -> None:
-    project.write(
-        "suite.yaml",
+    err = project.rejected(
         HEAD
         + "    - function: tests.tool_funcs:subtract\n"
         + f"    - function: tests.tool_funcs:{function}\n"
-        + CASES,
+        + CASES
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2, result.out
-    error = result.err.splitlines()[1].strip()
+    error = err.splitlines()[1].strip()
     assert error.startswith(f"suite.yaml:6 agent.tools[1].function: tests.tool_funcs:{function} (")
     assert "tool_funcs.py:" in error  # where the function is defined
     assert message in error
 
 
 def test_duplicate_tool_names_are_config_errors(project: Project) -> None:
-    project.write(
-        "suite.yaml",
+    err = project.rejected(
         HEAD
         + "    - function: tests.tool_funcs:subtract\n"
         + "    - function: tests.tool_funcs:divide\n"
         + "      name: subtract\n"
-        + CASES,
+        + CASES
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
     assert (
         "suite.yaml:7 agent.tools[1].name: tool name 'subtract' is already used by agent.tools[0]"
-        in result.err
+        in err
     )
 
 
 def test_invalid_tool_name_is_a_config_error(project: Project) -> None:
-    project.write(
-        "suite.yaml",
-        HEAD + "    - function: tests.tool_funcs:subtract\n      name: take away\n" + CASES,
+    err = project.rejected(
+        HEAD + "    - function: tests.tool_funcs:subtract\n      name: take away\n" + CASES
     )
-    result = project.run("validate", "suite.yaml")
-    assert result.code == 2
-    assert "tool name 'take away' is not valid: use 1-64 letters, digits, '_' or '-'" in result.err
+    assert "tool name 'take away' is not valid: use 1-64 letters, digits, '_' or '-'" in err
 
 
 def test_tool_definition_errors_raise_from_the_toolset_too(tmp_path: Path) -> None:

@@ -30,7 +30,6 @@ Measured per run, the median of ``--repeats``:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -44,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.overhead.run import PARALLEL, PROTOCOL, child_env, cli, server  # noqa: E402
+from bench.overhead.run import PARALLEL, PROTOCOL, child_env, cli, passed_turns, server  # noqa: E402
 from bench.overhead.workload import workload_file, write_suite  # noqa: E402
 
 BACKENDS = ("anthropic", "openai", "semantic-kernel")
@@ -68,11 +67,7 @@ def run_cli(work: Path, *extra: str) -> dict[str, Any]:
     err = proc.stderr.read().decode() if proc.stderr else ""
     if code != 0:
         raise SystemExit(f"exit {code} ({' '.join(extra)}):\n{err[-2000:]}")
-    report = json.loads((work / "out" / "report.json").read_text())
-    turns = [t for case in report["results"] for t in case["turns"]]
-    failed = [t for t in turns if not t["passed"]]
-    if failed:
-        raise SystemExit(f"{len(failed)} turns failed: {failed[0]['errors']}")
+    report, turns = passed_turns(work)
     return {
         "wall": wall,
         "run": report["run"]["duration_ms"] / 1000,

@@ -72,6 +72,16 @@ def cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "multiturn_eval"]
 
 
+def passed_turns(work: Path, label: str = "") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The report of the run in ``work`` and its turns; a failed turn ends the benchmark."""
+    report: dict[str, Any] = json.loads((work / "out" / "report.json").read_text())
+    turns = [t for case in report["results"] for t in case["turns"]]
+    failed = [t for t in turns if not t["passed"]]
+    if failed:
+        raise SystemExit(f"{label}{len(failed)} turns failed: {failed[0]['errors']}")
+    return report, turns
+
+
 def child_env() -> dict[str, str]:
     env = {
         k: v
@@ -133,11 +143,7 @@ def one_run(
         err = proc.stderr.read().decode() if proc.stderr else ""
         if proc.returncode != 0:
             raise SystemExit(f"{backend}: exit {proc.returncode}\n{err[-2000:]}")
-        report = json.loads((work / "out" / "report.json").read_text())
-        turns = [t for case in report["results"] for t in case["turns"]]
-        failed = [t for t in turns if not t["passed"]]
-        if failed:
-            raise SystemExit(f"{backend}: {len(failed)} turns failed: {failed[0]['errors']}")
+        report, turns = passed_turns(work, f"{backend}: ")
         if url:
             stats = control(url, "/_bench/stats")
             if stats["problem_count"]:

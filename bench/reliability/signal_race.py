@@ -53,13 +53,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from bench.reliability.signals import (
     REACH_WITHIN,
-    ROOT,
     SIGNALS,
     Row,
     Trial,
     caught,
     check_reports,
-    scenario,
+    prepared,
     table,
     wait_for_exit,
 )
@@ -119,17 +118,7 @@ def _send(mode: str, proc: subprocess.Popen[bytes], sig: int, work: Path, within
 
 def run_race(signame: str, work: Path, mode: str, within: float) -> Trial:
     """One try of the ``loading`` scenario, the signal sent the ``mode``'s way."""
-    work.mkdir(parents=True, exist_ok=True)
-    plan = scenario("loading", work)
-    (work / "suite.yaml").write_text(plan.suite)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runner")]),
-        "PYTHONUNBUFFERED": "1",
-        **plan.env,
-    }
-    env.pop("MULTITURN_EVAL_REPORT_DIR", None)
-    command = [sys.executable, "-m", "multiturn_eval", "run", "suite.yaml", "-o", "out"]
+    _, command, env = prepared("loading", work)
     trial = Trial("loading", signame)
     with (
         (work / "stdout").open("w+") as stdout,

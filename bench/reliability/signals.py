@@ -280,8 +280,8 @@ def check_reports(trial: Trial, out: Path, *, need_reports: bool = True) -> None
             trial.bad_reports.append(f"{name} was not written")
 
 
-def run_trial(phase: str, signame: str, work: Path) -> Trial:
-    """One try: start the run, wait for ``phase``, signal, check the outcome."""
+def prepared(phase: str, work: Path) -> tuple[Scenario, list[str], dict[str, str]]:
+    """``phase``'s scenario written to ``work``, the command of its run and the run's environment."""
     work.mkdir(parents=True, exist_ok=True)
     plan = scenario(phase, work)
     (work / "suite.yaml").write_text(plan.suite)
@@ -292,7 +292,12 @@ def run_trial(phase: str, signame: str, work: Path) -> Trial:
         **plan.env,
     }
     env.pop("MULTITURN_EVAL_REPORT_DIR", None)
-    command = [sys.executable, "-m", "multiturn_eval", "run", "suite.yaml", "-o", "out"]
+    return plan, [sys.executable, "-m", "multiturn_eval", "run", "suite.yaml", "-o", "out"], env
+
+
+def run_trial(phase: str, signame: str, work: Path) -> Trial:
+    """One try: start the run, wait for ``phase``, signal, check the outcome."""
+    plan, command, env = prepared(phase, work)
     trial = Trial(phase, signame)
     sig = SIGNALS[signame]
     with (

@@ -68,7 +68,14 @@ from .results import (
     sum_usages,
 )
 from .rollup import case_verdict, rollup_metrics, turn_passed
-from .suite import CodeEvaluation, JudgeEvaluation, StandardEvaluation, TestCase, Turn
+from .suite import (
+    CodeEvaluation,
+    JudgeConfig,
+    JudgeEvaluation,
+    StandardEvaluation,
+    TestCase,
+    Turn,
+)
 from .types import (
     CaseContext,
     ConversationContext,
@@ -84,7 +91,7 @@ from .usercode import Tracebacks, collect_tracebacks, error_text, guarded, watch
 if TYPE_CHECKING:
     from .backends.base import Backend, Session
     from .fixtures.cassette import Cassette
-    from .grading.judges import ConversationJudging, JudgeResult
+    from .grading.judges import ConversationJudging, JudgeResult, Judging
     from .loaded import LoadedSuite
     from .settings import RunSettings
     from .simulation import AgentAnswer, Outgoing
@@ -532,17 +539,20 @@ class CaseRunner:
             for e in self.loaded.evaluations_for(self.case, turn)
             if isinstance(e, StandardEvaluation) and e.is_response_check
         ]
+        self._unanswered(
+            turn_index,
+            turn,
+            errors=[error],
+            infrastructure_error=True,
+            duration_ms=(time.perf_counter() - t0) * 1000,
+            **({"metric_results": checks} if checks else {}),
+        )
+
+    def _unanswered(self, turn_index: int, turn: Turn, **fields: Any) -> None:
+        """Record turn ``turn_index`` as one that got no reply (:func:`unanswered_turn`)."""
         self.results.append(
             unanswered_turn(
-                self.loaded,
-                self.index,
-                turn_index,
-                turn,
-                source=self._source(turn_index),
-                errors=[error],
-                infrastructure_error=True,
-                duration_ms=(time.perf_counter() - t0) * 1000,
-                **({"metric_results": checks} if checks else {}),
+                self.loaded, self.index, turn_index, turn, source=self._source(turn_index), **fields
             )
         )
 
@@ -557,17 +567,7 @@ class CaseRunner:
             self._skip_reason = reason
         for turn_index in range(len(self.results), len(self.turns)):
             turn = self.turns[turn_index]
-            self.results.append(
-                unanswered_turn(
-                    self.loaded,
-                    self.index,
-                    turn_index,
-                    turn,
-                    source=self._source(turn_index),
-                    skipped=True,
-                    errors=[f"skipped: {reason}"],
-                )
-            )
+            self._unanswered(turn_index, turn, skipped=True, errors=[f"skipped: {reason}"])
 
     # ---------------------------------------------------------------------- grading
 
@@ -650,20 +650,26 @@ class CaseRunner:
     async def _judge(
         self, turn_index: int, turn: Turn, reply: TurnReply, spec: JudgeEvaluation
     ) -> JudgeResult:
-        from .grading.judges import JudgeTexts, judge_turn
+        from .grading.judges import judge_turn
         from .grading.recorded import JudgeKey
 
-        suite = self.loaded.suite
         return await judge_turn(
             spec,
-            texts=JudgeTexts(self.loaded.judge_files),
-            levels=(suite.judge, self.case.judge, turn.judge),
-            env=self.env,
-            pricing=suite.pricing,
+            self._judging_at(self.case.judge, turn.judge),
             key=JudgeKey(self.loaded.display_path, self.index, turn_index, spec.metric_name),
             turn_input=turn.input,
             reply=reply.response,
             ground_truth=turn.ground_truth,
+        )
+
+    def _judging_at(self, *levels: JudgeConfig | None) -> Judging:
+        """What a judge of this test case is graded with; ``levels``: the case's judge block
+        (and the turn's), under the suite's."""
+        from .grading.judges import JudgeTexts, Judging
+
+        suite = self.loaded.suite
+        return Judging(
+            JudgeTexts(self.loaded.judge_files), (suite.judge, *levels), self.env, suite.pricing
         )
 
     def _grader_context(self, turn_index: int, turn: Turn, reply: TurnReply) -> GraderContext:
@@ -721,14 +727,10 @@ class CaseRunner:
                 check_conversation_tools(self.case.conversation_tools, ctx)
             )
         if any(isinstance(e, JudgeEvaluation) for e in evaluations):
-            from .grading.judges import ConversationJudging, JudgeTexts
+            from .grading.judges import ConversationJudging
 
-            suite = self.loaded.suite
             self._judging = ConversationJudging(
-                texts=JudgeTexts(self.loaded.judge_files),
-                levels=(suite.judge, self.case.judge),
-                env=self.env,
-                pricing=suite.pricing,
+                judging=self._judging_at(self.case.judge),
                 suite=self.loaded.display_path,
                 case_index=self.index,
             )

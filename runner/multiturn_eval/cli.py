@@ -104,11 +104,11 @@ def build_parser() -> _Parser:
         "help": "the fixtures root, one folder per suite (DIR/<suite file stem>/), relative "
         "to the current directory (default: fixtures/ next to each suite file)",
     }
-    grader_timeout: dict[str, Any] = {
-        "type": typed(parse_positive_float),
-        "metavar": "S",
-        "help": "seconds one code grader may take on one turn (default 60)",
-    }
+
+    def seconds(help: str) -> dict[str, Any]:
+        return {"type": typed(parse_positive_float), "metavar": "S", "help": help}
+
+    grader_timeout = seconds("seconds one code grader may take on one turn (default 60)")
 
     parser = _Parser(
         prog="multiturn-eval",
@@ -146,17 +146,9 @@ def build_parser() -> _Parser:
         metavar="TAG",
         help="only test cases carrying this tag (repeatable: any of them)",
     )
+    run.add_argument("--turn-timeout", **seconds("seconds one turn may take (default 120)"))
     run.add_argument(
-        "--turn-timeout",
-        type=typed(parse_positive_float),
-        metavar="S",
-        help="seconds one turn may take (default 120)",
-    )
-    run.add_argument(
-        "--session-timeout",
-        type=typed(parse_positive_float),
-        metavar="S",
-        help="seconds opening a session may take (default 60)",
+        "--session-timeout", **seconds("seconds opening a session may take (default 60)")
     )
     run.add_argument("--grader-timeout", **grader_timeout)
     run.add_argument(

@@ -31,7 +31,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from .environment import RunEnvironment
 from .errors import ConfigError, ConfigIssue
@@ -93,45 +93,42 @@ class RunSettings:
         return self.environment.variables
 
 
-def parse_positive_int(text: str) -> int:
+N = TypeVar("N", int, float)
+
+
+def _number(text: str, kind: Callable[[str], N], fits: Callable[[N], bool], message: str) -> N:
+    """``text`` as a ``kind`` that ``fits``; else ``ValueError(message)`` (NaN never fits)."""
     try:
-        value = int(text.strip())
+        value = kind(text.strip())
     except ValueError:
-        raise ValueError("must be a whole number from 1 to 1024") from None
-    if not 1 <= value <= 1024:
-        raise ValueError("must be a whole number from 1 to 1024")
+        raise ValueError(message) from None
+    if not fits(value):
+        raise ValueError(message)
     return value
+
+
+def parse_positive_int(text: str) -> int:
+    return _number(text, int, lambda v: 1 <= v <= 1024, "must be a whole number from 1 to 1024")
 
 
 def parse_positive_float(text: str) -> float:
-    try:
-        value = float(text.strip())
-    except ValueError:
-        raise ValueError("must be a number of seconds > 0") from None
-    if not value > 0:  # NaN too
-        raise ValueError("must be a number of seconds > 0")
-    return value
+    return _number(text, float, lambda v: v > 0, "must be a number of seconds > 0")
 
 
 def parse_rate(text: str) -> float:
-    try:
-        value = float(text.strip())
-    except ValueError:
-        raise ValueError("must be a number greater than 0 and at most 1") from None
-    if not 0 < value <= 1:  # NaN too
-        raise ValueError("must be a number greater than 0 and at most 1")
-    return value
+    return _number(
+        text, float, lambda v: 0 < v <= 1, "must be a number greater than 0 and at most 1"
+    )
 
 
 def parse_cost(text: str) -> float:
     """``--max-cost``: US dollars, > 0 (``$`` allowed in front)."""
-    try:
-        value = float(text.strip().removeprefix("$"))
-    except ValueError:
-        raise ValueError("must be an amount of US dollars > 0, e.g. 5 or 0.50") from None
-    if not 0 < value < float("inf"):  # NaN too
-        raise ValueError("must be an amount of US dollars > 0, e.g. 5 or 0.50")
-    return value
+    return _number(
+        text.strip().removeprefix("$"),
+        float,
+        lambda v: 0 < v < float("inf"),
+        "must be an amount of US dollars > 0, e.g. 5 or 0.50",
+    )
 
 
 def parse_fixtures(text: str) -> FixturesMode:

@@ -34,29 +34,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes._server import (
-    Drip,
-    Drop,
-    FakeServer,
-    Huge,
-    Malformed,
-    Request,
-    Response,
-    Slow,
-    Wire,
-)
+from tests.fakes._server import FakeServer, Request, Response, Slow, Wire
 
 __all__ = [
     "ApiError",
-    "Drip",
-    "Drop",
     "FakeAnthropic",
-    "Huge",
-    "Malformed",
     "Message",
-    "Request",
-    "Response",
-    "Slow",
     "ToolUse",
     "Usage",
     "agreeable_judge",

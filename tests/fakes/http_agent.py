@@ -19,28 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes._server import (
-    Drip,
-    Drop,
-    FakeServer,
-    Huge,
-    Malformed,
-    Request,
-    Response,
-    Slow,
-    Wire,
-)
+from tests.fakes._server import FakeServer, Request, Response, Wire
 
 __all__ = [
     "AgentReply",
-    "Drip",
-    "Drop",
     "FakeHttpAgent",
-    "Huge",
-    "Malformed",
-    "Request",
-    "Response",
-    "Slow",
     "remembering",
 ]
 

@@ -46,30 +46,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from tests.fakes._server import (
-    Drip,
-    Drop,
-    FakeServer,
-    Huge,
-    Malformed,
-    Request,
-    Response,
-    Slow,
-    Wire,
-)
+from tests.fakes._server import Drop, FakeServer, Malformed, Request, Response, Slow, Wire
 
 __all__ = [
     "API_KEY",
     "Completion",
-    "Drip",
-    "Drop",
     "ErrorReply",
     "FakeOpenAI",
-    "Huge",
-    "Malformed",
-    "Request",
-    "Response",
-    "Slow",
     "ToolCall",
     "Usage",
     "calls",

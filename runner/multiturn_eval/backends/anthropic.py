@@ -128,28 +128,21 @@ def file_problem(file: TurnFile) -> str | None:
     return None
 
 
+def _base64_source(media_type: str, data: bytes) -> dict[str, str]:
+    return {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode()}
+
+
 def file_block(file: TurnFile) -> dict[str, Any]:
     """The content block for one file (read now; OSError/UnicodeDecodeError on trouble)."""
     kind = file_kind(file)
     data = file.path.read_bytes()
     if kind == "image":
         media_type = file.media_type.split(";")[0].strip().lower()
-        return {
-            "type": "image",
-            "source": {
-                "type": "base64",
-                "media_type": media_type,
-                "data": base64.b64encode(data).decode(),
-            },
-        }
+        return {"type": "image", "source": _base64_source(media_type, data)}
     if kind == "document":
         return {
             "type": "document",
-            "source": {
-                "type": "base64",
-                "media_type": PDF_TYPE,
-                "data": base64.b64encode(data).decode(),
-            },
+            "source": _base64_source(PDF_TYPE, data),
             "title": file.path.name,
         }
     text = data.decode("utf-8")

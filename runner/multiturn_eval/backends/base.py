@@ -54,6 +54,19 @@ class Backend(Protocol):
         ...
 
 
+class CaseSession:
+    """What a model backend's session holds for its test case: the case and the case's
+    own MCP servers (``scope: case``; None: it has none), ended with the session."""
+
+    def __init__(self, case: CaseContext, tools: CaseTools | None) -> None:
+        self.case = case
+        self._tools = tools
+
+    async def end_tools(self) -> None:
+        if self._tools is not None:
+            await self._tools.aclose()
+
+
 ModelAgent = AnthropicAgent | OpenAIAgent | SemanticKernelAgent
 
 #: the API key a backend's SDK client is built with when the fixtures answer every call

@@ -97,7 +97,7 @@ from ..retry import (
 from ..suite.blocks import FixturesMode
 from ..tools import ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
-from .base import ModelBackend
+from .base import CaseSession, ModelBackend
 
 if TYPE_CHECKING:
     from ..pricing import Price
@@ -668,7 +668,7 @@ class ChatAgent:
         )
 
 
-class ChatSession:
+class ChatSession(CaseSession):
     """One test case's conversation with a chat-core backend (the history lives here).
 
     ``content(message, files)`` is the backend's user message content (its
@@ -685,13 +685,11 @@ class ChatSession:
         turn_timeout: float | None,
         tools: CaseTools | None = None,
     ) -> None:
+        super().__init__(case, tools)
         self.chat = chat
         self.conversation = conversation
-        self.case = case
         self._content = content
         self._timeout = turn_timeout
-        self._tools = tools
-        """The case's own MCP servers, ended with the session (None: it has none)."""
 
     @property
     def history(self) -> list[dict[str, Any]]:
@@ -704,8 +702,7 @@ class ChatSession:
 
     async def close(self) -> None:
         self.history.clear()
-        if self._tools is not None:
-            await self._tools.aclose()
+        await self.end_tools()
 
 
 class ChatBackend(ModelBackend):

@@ -141,7 +141,7 @@ from ..suite import SemanticKernelAgent
 from ..tools import Tool, ToolOutcome, ToolSet, error_text
 from ..types import CaseContext, TokenUsage, ToolInvocation, TurnFile, TurnReply
 from . import chat_completions
-from .base import NO_KEY_REPLAY, ModelBackend
+from .base import NO_KEY_REPLAY, CaseSession, ModelBackend
 from .chat import Dialect, Wording, priced, rounds_warning, still_calling
 from .chat import translate as translate_error
 from .files import file_issues, file_kind
@@ -536,7 +536,7 @@ async def _on_invocation(
 # ------------------------------------------------------------------------ the backend
 
 
-class _SKSession:
+class _SKSession(CaseSession):
     def __init__(
         self,
         backend: SemanticKernelBackend,
@@ -544,11 +544,9 @@ class _SKSession:
         kernel: Kernel,
         tools: CaseTools | None = None,
     ) -> None:
+        super().__init__(case, tools)
         self._backend = backend
-        self._case = case
         self._kernel = kernel
-        self._tools = tools
-        """The case's own MCP servers, ended with the session (None: it has none)."""
         self._history = ChatHistory()
         if case.instructions:
             self._history.add_system_message(case.instructions)
@@ -562,7 +560,7 @@ class _SKSession:
         backend = self._backend
         user = backend.user_message(message, files)
         before = len(self._history.messages)
-        turn = _Turn(backend, self._case)
+        turn = _Turn(backend, self.case)
         token = _TURN.set(turn)
         try:
             response = await backend.kernel_agent.get_response(
@@ -599,8 +597,7 @@ class _SKSession:
         try:
             await self._thread.delete()
         finally:
-            if self._tools is not None:
-                await self._tools.aclose()
+            await self.end_tools()
 
 
 def _invocations(messages: Sequence[ChatMessageContent], turn: _Turn) -> list[ToolInvocation]:

@@ -27,8 +27,7 @@ of that call can tell which turn of a replayed conversation it belongs to.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
@@ -36,7 +35,8 @@ from ..backends.chat import StructuredRequest, priced, structured
 from ..errors import BackendError
 from ..in_flight import USER_TURN
 from ..pricing import judge_provider, price_for
-from ..retry import RetryPolicy, Sleep, retry_note
+from ..retry import RetryPolicy, retry_note
+from ..run_clients import Endpoint, RunClients
 from ..types import TokenUsage
 from .llm import StructuredAnswer, StructuredAsk, StructuredCall
 
@@ -45,10 +45,6 @@ if TYPE_CHECKING:
     from ..grading.judges.service import JudgeService, ResolvedJudge
     from ..loaded import ResolvedSimulator
     from ..suite import ModelPrice
-    from ..suite.blocks import FixturesMode
-
-Endpoint = tuple[str, str | None, str, str | None]
-"""(backend, base_url, api_key, api_version): one client."""
 
 WHO = "the simulated user"
 """How a structured reply that does not fit names who gave it."""
@@ -70,48 +66,35 @@ def request_of(ask: StructuredAsk, model: str, max_tokens: int, who: str) -> Str
     )
 
 
-class SimulatorService:
-    """The simulated users' model clients of one run (its lifetime: the run)."""
+class SimulatorService(RunClients["ChatClient"]):
+    """The simulated users' model clients of one run (its lifetime: the run).
 
-    def __init__(
-        self, *, timeout: float = 120.0, sleep: Sleep | None = None, fixtures: FixturesMode = "off"
-    ) -> None:
-        self.timeout = timeout
-        self._sleep = sleep
-        self.fixtures: FixturesMode = fixtures
-        """The run's fixtures mode (off: none): each client answers from and records into the
-        running test case's fixture (a missing API key is then no error: see replay)."""
-        self._clients: dict[Endpoint, ChatClient] = {}
-        self.requests_made = 0
-        """Simulated-user model calls made (the tests and the benchmark read it)."""
+    Each client answers from and records into the running test case's fixture when the
+    run has fixtures (a missing API key is then no error: see replay).
+    """
 
     def client(self, endpoint: Endpoint) -> ChatClient:
         """The client of ``endpoint`` (built on first use; its SDK imported then)."""
-        client = self._clients.get(endpoint)
-        if client is None:
-            from ..backends.base import NO_KEY_REPLAY
-            from ..grading.judges.clients import chat_client
+        return self._client(endpoint)
 
-            backend, base_url, api_key, api_version = endpoint
-            client = self._clients[endpoint] = chat_client(
-                backend,
-                base_url,
-                api_key or NO_KEY_REPLAY,
-                api_version,
-                self.timeout,
-                side="user",
-                block="user_simulator",
-            )
-            client.prepare(self.fixtures)
-            if self.fixtures != "off":
-                client.use_fixtures(self.fixtures, live=bool(api_key))
+    def _make(self, endpoint: Endpoint) -> ChatClient:
+        from ..backends.base import NO_KEY_REPLAY
+        from ..grading.judges.clients import chat_client
+
+        backend, base_url, api_key, api_version = endpoint
+        client = chat_client(
+            backend,
+            base_url,
+            api_key or NO_KEY_REPLAY,
+            api_version,
+            self.timeout,
+            side="user",
+            block="user_simulator",
+        )
+        client.prepare(self.fixtures)
+        if self.fixtures != "off":
+            client.use_fixtures(self.fixtures, live=bool(api_key))
         return client
-
-    def prepare(self, endpoints: Iterable[Endpoint]) -> None:
-        """Build these clients before the run (an SDK import and a TLS context each; under
-        ``--fixtures replay``, neither: every call is answered from the fixtures)."""
-        for endpoint in endpoints:
-            self.client(endpoint)
 
     def call(
         self, simulator: ResolvedSimulator, pricing: Mapping[str, ModelPrice] | None = None
@@ -149,10 +132,7 @@ class SimulatorService:
         return call
 
     async def aclose(self) -> None:
-        for client in self._clients.values():
-            with contextlib.suppress(Exception):
-                await client.aclose()
-        self._clients.clear()
+        await self._close_clients()
 
 
 SIMULATORS: ContextVar[SimulatorService | None] = ContextVar(

@@ -181,53 +181,49 @@ def resolve_simulator(
 
     values = merged.values
     issues: list[Issue] = []
+
+    def problem(key: str, message: str) -> None:
+        issues.append(Issue(merged.at(key), message))
+
     backend = merged.backend
     if backend == "python":
         issues.extend(Issue(merged.at(key), NOT_PYTHON) for key in MODEL_KEYS if key in values)
         factory = values.get("factory")
         if factory is None:
-            issues.append(
-                Issue(
-                    merged.at("factory"),
-                    'backend: python needs factory: "module.path:callable" (it returns an '
-                    "object with next_message(conversation))",
-                )
+            problem(
+                "factory",
+                'backend: python needs factory: "module.path:callable" (it returns an '
+                "object with next_message(conversation))",
             )
         if issues:
             return None, issues
         return ResolvedSimulator(backend="python", model=None, factory=factory), []
     if "factory" in values:
-        issues.append(Issue(merged.at("factory"), PYTHON_ONLY))
+        problem("factory", PYTHON_ONLY)
     model = values.get("model")
     if model is None:
-        issues.append(
-            Issue(
-                merged.at("model"),
-                "no simulated-user model: name one in user_simulator: {model: ...} or in this "
-                "test case's user.simulator",
-            )
+        problem(
+            "model",
+            "no simulated-user model: name one in user_simulator: {model: ...} or in this "
+            "test case's user.simulator",
         )
     api_version = values.get("api_version")
     if api_version is not None and backend != "openai":
-        issues.append(Issue(merged.at("api_version"), OPENAI_ONLY))
+        problem("api_version", OPENAI_ONLY)
     base_url = values.get("base_url") or env.get(ENV_URLS[backend]) or None
     if api_version is not None and base_url is None:
-        issues.append(
-            Issue(
-                merged.at("base_url"),
-                "an Azure OpenAI simulator (api_version) needs base_url: the Azure endpoint",
-            )
+        problem(
+            "base_url",
+            "an Azure OpenAI simulator (api_version) needs base_url: the Azure endpoint",
         )
     api_key = values.get("api_key") or env.get(ENV_KEYS[backend]) or None
     if api_key is None and keyless:
         api_key = ""
     if api_key is None and key_needed:
-        issues.append(
-            Issue(
-                merged.at("api_key"),
-                f"no API key for the {backend} simulated user: set {ENV_KEYS[backend]} "
-                "(or user_simulator.api_key: ${SOME_VAR})",
-            )
+        problem(
+            "api_key",
+            f"no API key for the {backend} simulated user: set {ENV_KEYS[backend]} "
+            "(or user_simulator.api_key: ${SOME_VAR})",
         )
     package = PACKAGES[backend]
     if importlib.util.find_spec(package) is None:
@@ -236,12 +232,10 @@ def resolve_simulator(
             if package == "openai"
             else "pip install 'anthropic>=2'"
         )
-        issues.append(
-            Issue(
-                merged.at("backend"),
-                f"the {backend} simulated user needs the package '{package}', which is not "
-                f"installed; install it with: {hint}",
-            )
+        problem(
+            "backend",
+            f"the {backend} simulated user needs the package '{package}', which is not "
+            f"installed; install it with: {hint}",
         )
     if issues:
         return None, issues

@@ -12,6 +12,7 @@ from .evaluate import (
     ConversationJudging,
     JudgeResult,
     JudgeTexts,
+    Judging,
     judge_conversation,
     judge_turn,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "JudgeResult",
     "JudgeService",
     "JudgeTexts",
+    "Judging",
     "TranscriptTurn",
     "judge_conversation",
     "judge_turn",

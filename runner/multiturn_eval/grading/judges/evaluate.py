@@ -62,6 +62,18 @@ class JudgeTexts:
         return self.files[spec.prompt_file]
 
 
+@dataclass(frozen=True)
+class Judging:
+    """Where a judge evaluation is graded: the texts read at load, the ``judge:`` blocks that
+    apply (outermost first: the suite's, the case's, the turn's), the environment its key
+    and base URL come from, and the suite's ``pricing:``."""
+
+    texts: JudgeTexts
+    levels: Sequence[JudgeConfig | None]
+    env: Mapping[str, str]
+    pricing: Mapping[str, ModelPrice] | None
+
+
 def _error(
     spec: JudgeEvaluation, message: str, details: dict[str, Any] | None = None
 ) -> MetricResult:
@@ -89,15 +101,12 @@ def _shown(value: float) -> str:
 
 async def _judge(
     spec: JudgeEvaluation,
-    *,
-    texts: JudgeTexts,
-    levels: Sequence[JudgeConfig | None],
-    env: Mapping[str, str],
-    pricing: Mapping[str, ModelPrice] | None,
+    judging: Judging,
     key: JudgeKey,
     prompt_args: dict[str, Any],
     service: JudgeService | None,
 ) -> JudgeResult:
+    texts, env, pricing = judging.texts, judging.env, judging.pricing
     recorded = RECORDED_JUDGEMENTS.get()
     if recorded is not None:
         found = recorded.lookup(key)
@@ -115,7 +124,7 @@ async def _judge(
     cassette = current_cassette()  # replay and update answer from the fixtures: no key needed
     keyless = cassette is not None and cassette.mode in ("replay", "update")
     try:
-        judge = resolve(merge_levels(*levels, spec.judge), env, keyless=keyless)
+        judge = resolve(merge_levels(*judging.levels, spec.judge), env, keyless=keyless)
     except JudgeConfigProblem as exc:  # the loader checks this first; kept for direct callers
         return JudgeResult(_error(spec, str(exc)))
     prompt = render(
@@ -196,70 +205,44 @@ async def _judge(
 
 async def judge_turn(
     spec: JudgeEvaluation,
+    judging: Judging,
     *,
-    texts: JudgeTexts,
-    levels: Sequence[JudgeConfig | None],
-    env: Mapping[str, str],
-    pricing: Mapping[str, ModelPrice] | None,
     key: JudgeKey,
     turn_input: str,
     reply: str,
     ground_truth: str | None,
     service: JudgeService | None = None,
 ) -> JudgeResult:
-    """Judge one turn's reply; ``levels`` are the suite's, the case's and the turn's judge blocks.
+    """Judge one turn's reply (``judging.levels``: the suite's, the case's and the turn's blocks).
 
     The reference answer is the turn's ``ground_truth`` unless ``use_ground_truth: false``.
     """
     reference = ground_truth if spec.use_ground_truth is not False else None
-    return await _judge(
-        spec,
-        texts=texts,
-        levels=levels,
-        env=env,
-        pricing=pricing,
-        key=key,
-        prompt_args={"input": turn_input, "reply": reply, "reference": reference},
-        service=service,
-    )
+    prompt_args = {"input": turn_input, "reply": reply, "reference": reference}
+    return await _judge(spec, judging, key, prompt_args, service)
 
 
 async def judge_conversation(
     spec: JudgeEvaluation,
+    judging: Judging,
     *,
-    texts: JudgeTexts,
-    levels: Sequence[JudgeConfig | None],
-    env: Mapping[str, str],
-    pricing: Mapping[str, ModelPrice] | None,
     key: JudgeKey,
     transcript: Sequence[TranscriptTurn],
     service: JudgeService | None = None,
 ) -> JudgeResult:
-    """Judge a whole conversation (``levels``: the suite's and the case's judge blocks)."""
-    return await _judge(
-        spec,
-        texts=texts,
-        levels=levels,
-        env=env,
-        pricing=pricing,
-        key=key,
-        prompt_args={"transcript": transcript},
-        service=service,
-    )
+    """Judge a whole conversation (``judging.levels``: the suite's and the case's blocks)."""
+    return await _judge(spec, judging, key, {"transcript": transcript}, service)
 
 
 @dataclass
 class ConversationJudging:
     """What a test case's conversation-level judges need, and the usage they spent.
 
-    Built once per test case by the case runner; ``levels`` are the suite's and the
-    test case's ``judge:`` blocks (a conversation judge has no turn level).
+    Built once per test case by the case runner; ``judging.levels`` are the suite's and
+    the test case's ``judge:`` blocks (a conversation judge has no turn level).
     """
 
-    texts: JudgeTexts
-    levels: Sequence[JudgeConfig | None]
-    env: Mapping[str, str]
-    pricing: Mapping[str, ModelPrice] | None
+    judging: Judging
     suite: str
     case_index: int
     usages: list[TokenUsage] = field(default_factory=list)
@@ -277,10 +260,7 @@ class ConversationJudging:
         ]
         judged = await judge_conversation(
             spec,
-            texts=self.texts,
-            levels=self.levels,
-            env=self.env,
-            pricing=self.pricing,
+            self.judging,
             key=JudgeKey(self.suite, self.case_index, None, spec.metric_name),
             transcript=transcript,
         )

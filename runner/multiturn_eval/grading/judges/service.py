@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +45,7 @@ from ...backends.base import NO_KEY_REPLAY
 from ...backends.chat import Exchange, Side, Structured, StructuredRequest
 from ...errors import BackendError, FatalBackendError, JudgeConfigProblem
 from ...retry import OnRetry, RetryPolicy, Sleep, retry_note, turn_deadline
+from ...run_clients import Endpoint, RunClients
 from ...suite import JudgeConfig, RetryConfig
 from ...suite.blocks import FixturesMode
 from ...types import TokenUsage
@@ -161,9 +162,7 @@ def request_digest(request: JudgeRequest) -> bytes:
     return digest.digest()
 
 
-def structured_digest(
-    endpoint: tuple[str, str | None, str, str | None], request: StructuredRequest
-) -> bytes:
+def structured_digest(endpoint: Endpoint, request: StructuredRequest) -> bytes:
     """What makes two structured judge requests (the fidelity judge's) the same call."""
     backend, base_url, api_key, api_version = endpoint
     fields = (
@@ -221,7 +220,7 @@ class SharedCalls:
         self._calls.clear()
 
 
-class JudgeService:
+class JudgeService(RunClients[JudgeClient]):
     """Clients and the de-duplication cache of one run (its lifetime: the run).
 
     ``fixtures``: the run's fixtures mode for its judges (off: none); it decides what a
@@ -232,19 +231,14 @@ class JudgeService:
     def __init__(
         self, *, timeout: float = 120.0, sleep: Sleep | None = None, fixtures: FixturesMode = "off"
     ) -> None:
-        self.timeout = timeout
-        self._sleep = sleep
-        self.fixtures: FixturesMode = fixtures
-        self._clients: dict[tuple[str, str | None, str, str | None], JudgeClient] = {}
+        super().__init__(timeout=timeout, sleep=sleep, fixtures=fixtures)
         self._calls: dict[bytes, asyncio.Future[JudgeOutcome]] = {}
         """Request digest -> its call (in flight or done); digests, not prompts, stay in memory."""
         self._claimed: set[bytes] = set()
         """With fixtures: the requests some test case has already counted the usage of."""
         self._shared = SharedCalls()
-        self.requests_made = 0
-        """Judge calls actually started (after de-duplication)."""
 
-    def _make(self, key: tuple[str, str | None, str, str | None]) -> JudgeClient:
+    def _make(self, key: Endpoint) -> JudgeClient:
         backend, base_url, api_key, api_version = key
         client = make_client(backend, base_url, api_key or NO_KEY_REPLAY, api_version, self.timeout)
         client.client.prepare(self.fixtures)
@@ -259,23 +253,6 @@ class JudgeService:
             (request.backend, request.base_url, request.api_key, request.api_version)
         )
 
-    def _client(self, key: tuple[str, str | None, str, str | None]) -> JudgeClient:
-        client = self._clients.get(key)
-        if client is None:
-            client = self._clients[key] = self._make(key)
-        return client
-
-    def prepare(self, endpoints: Iterable[tuple[str, str | None, str, str | None]]) -> None:
-        """Build the clients of these (backend, base_url, api_key, api_version) before the run.
-
-        Importing an SDK and building its client (TLS context included) costs about a
-        tenth of a second: paid while loading, as for the agent backends, not by the
-        first judged turn (under ``--fixtures replay`` neither is done: no call goes out).
-        """
-        for key in endpoints:
-            if key not in self._clients:
-                self._clients[key] = self._make(key)
-
     async def judge(self, request: JudgeRequest, retry: RetryConfig) -> tuple[JudgeOutcome, bool]:
         """(outcome, fresh): fresh is False when an identical request already made the call.
 
@@ -288,7 +265,7 @@ class JudgeService:
 
     async def structured(
         self,
-        endpoint: tuple[str, str | None, str, str | None],
+        endpoint: Endpoint,
         request: StructuredRequest,
         retry: RetryConfig,
     ) -> tuple[JudgeOutcome, bool]:
@@ -344,10 +321,7 @@ class JudgeService:
                 future.cancel()
             elif not future.cancelled():
                 future.exception()  # retrieved: no "exception was never retrieved"
-        for client in self._clients.values():
-            with contextlib.suppress(Exception):
-                await client.aclose()
-        self._clients.clear()
+        await self._close_clients()
 
 
 JUDGES: ContextVar[JudgeService | None] = ContextVar("multiturn_eval_judges", default=None)
