@@ -131,6 +131,14 @@ class StoredResults(Sequence[CaseResult]):
     def __bool__(self) -> bool:
         return len(self) > 0
 
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same results (a report read back == the run's)."""
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
 
 def stored(
     path: Path, spans: Iterable[tuple[int, int]] | Spans, parse: Parse | None = None
