@@ -35,12 +35,15 @@ file is held to what a suite can contain. Each rule below is a located
   that take text (:mod:`multiturn_eval.scalars`).
 - **keys** are scalars (text, numbers, booleans, null), never lists or
   mappings, and never NaN (which is not equal to itself).
-- **size**: at most :data:`MAX_NODES` (1,000,000) values written in the file,
-  which keeps loading any file under the loader's 64 MiB cap to a few hundred
-  MB and a few seconds, whatever it holds (about 150 bytes a value; the cap
-  alone would allow 30 million). A whole ConvFinQA dev split as one 20 MB suite
-  is about 400,000 values; 12,000 four-turn test cases with a tool assertion on
-  every turn, about 1,000,000.
+- **size**: at most :data:`MAX_NODES` (1,000,000) values written in the file
+  plus one per :data:`BYTES_PER_VALUE` (8) characters of text before the value.
+  Real suites spend 9 characters a value or more, so any of them under the
+  loader's 64 MiB cap loads (50,000 six-turn test cases with a tool assertion on
+  every turn: a 55 MB file, 5.8 million values); a file dense with values
+  (``[1,1,1,...]``: 30 million values in 60 MB) is refused when its first few
+  million characters are read, before it costs more than a few hundred MB
+  (about 150 bytes a value held). A whole ConvFinQA dev split as one 20 MB
+  suite is about 400,000 values.
 - **one document** per file.
 
 Parser errors say where the parser gave up and, when it knows, where the
@@ -99,7 +102,12 @@ MIN_ALIAS_BUDGET = 100_000
 MAX_NUMBER_CHARS = 100
 """Longest unquoted number (characters)."""
 MAX_NODES = 1_000_000
-"""Most values (scalars, lists, mappings) one file may write out."""
+"""Values (scalars, lists, mappings) any file may write out; more, one per
+:data:`BYTES_PER_VALUE` characters of text before the value."""
+BYTES_PER_VALUE = 8
+"""A large suite written out by hand or a script spends 9-12 characters a value (the
+bench's six-turn case, 9.4; a ConvFinQA dialogue, more); a file dense with values
+(``[1,1,1,...]``, 2) is refused soon after its first :data:`MAX_NODES` values."""
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -258,18 +266,21 @@ class _Builder:
             else:
                 self.lines.setdefault(path, line)
 
-    def _count(self, line: int) -> None:
+    def _count(self, line: int, at: int) -> None:
+        """One more value, starting at character ``at`` of the text."""
         self.nodes += 1
-        if self.nodes > MAX_NODES:
+        if self.nodes > MAX_NODES + at // BYTES_PER_VALUE:
             raise YamlSyntaxError(
-                f"the file holds more than {MAX_NODES:,} values (scalars, lists and mappings); "
-                "split it into several suite files",
+                f"the file holds more than {MAX_NODES:,} values (scalars, lists and mappings) "
+                f"plus one per {BYTES_PER_VALUE} characters of text ({self.nodes:,} values in "
+                f"its first {at:,} characters); split it into several suite files, or put the "
+                "test cases in a JSON Lines file (test_cases_file:)",
                 line,
             )
 
     def scalar(self, event: Any) -> None:
         line = event.start_mark.line + 1
-        self._count(line)
+        self._count(line, event.start_mark.index)
         tag = event.tag
         text = event.value
         is_key = self._child_path(line) is None
@@ -348,7 +359,7 @@ class _Builder:
 
     def start(self, event: Any, value: dict[Any, Any] | list[Any]) -> None:
         line = event.start_mark.line + 1
-        self._count(line)
+        self._count(line, event.start_mark.index)
         allowed = _MAP_TAGS if type(value) is dict else _SEQ_TAGS
         if event.tag not in allowed:
             raise YamlSyntaxError(
