@@ -145,3 +145,56 @@ def stored(
 ) -> StoredResults:
     """:class:`StoredResults` over ``spans`` (any (offset, length) pairs)."""
     return StoredResults(path, spans if isinstance(spans, Spans) else Spans(spans), parse)
+
+
+class StoredAcross(Sequence[CaseResult]):
+    """Results kept in several :class:`StoredResults` (``merge``: one per shard report), in
+    any order across them: entry ``i`` is result ``at[i]`` of part ``part[i]``.
+
+    8 bytes an entry over the parts' 16; iterating keeps one handle open per part.
+    """
+
+    def __init__(self, parts: Sequence[StoredResults], order: Iterable[tuple[int, int]]) -> None:
+        self.parts = list(parts)
+        self.part = array("i")
+        self.at = array("i")
+        for part, at in order:
+            self.part.append(part)
+            self.at.append(at)
+
+    def __len__(self) -> int:
+        return len(self.part)
+
+    @overload
+    def __getitem__(self, index: int) -> CaseResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
+    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
+        if isinstance(index, slice):
+            picked = range(*index.indices(len(self)))
+            return StoredAcross(self.parts, ((self.part[i], self.at[i]) for i in picked))
+        return self.parts[self.part[index]][self.at[index]]
+
+    def __iter__(self) -> Iterator[CaseResult]:
+        handles: dict[int, BinaryIO] = {}
+        try:
+            for part, at in zip(self.part, self.at, strict=True):
+                results = self.parts[part]
+                handle = handles.get(part)
+                if handle is None:
+                    handle = handles[part] = results.path.open("rb")
+                offset, length = results.spans[at]
+                yield results.parse(_read(handle, offset, length))
+        finally:
+            for handle in handles.values():
+                handle.close()
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
