@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, overload
 
@@ -198,3 +198,26 @@ class StoredAcross(Sequence[CaseResult]):
         return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class KeptResults(Mapping[tuple[int, int], CaseResult]):
+    """Results of an earlier report by (suite position, case index), read when asked for:
+    ``--keep-passed`` carries them into a run's report without holding them (an int a
+    result here, the results themselves a :class:`StoredResults` over the earlier file)."""
+
+    def __init__(self, results: Sequence[CaseResult], positions: dict[tuple[int, int], int]):
+        self.results = results
+        self.positions = positions
+
+    def __getitem__(self, key: tuple[int, int]) -> CaseResult:
+        return self.results[self.positions[key]]
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter(self.positions)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def restricted(self, keys: Iterable[tuple[int, int]]) -> KeptResults:
+        """The same results, only those of ``keys`` (``--shard``: the shard's own)."""
+        return KeptResults(self.results, {key: self.positions[key] for key in keys})
