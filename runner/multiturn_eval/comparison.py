@@ -66,6 +66,7 @@ from .results import (
     TurnChange,
     TurnResult,
 )
+from .stored import fields_of
 
 ALPHA = 0.05
 """Significance level of the one-sided Fisher exact test on repeated pass counts."""
@@ -266,10 +267,10 @@ class CaseIndex:
         self.counts: dict[tuple[str, str], int] = {}
         self.at: dict[tuple[str, str, int], int] = {}
         self.occurrence = array("i")
-        for position, case in enumerate(results):
-            n = self.counts.get((case.suite, case.name), 0)
-            self.counts[(case.suite, case.name)] = n + 1
-            self.at[(case.suite, case.name, n)] = position
+        for position, (suite, name) in enumerate(fields_of(results, "suite", "name")):
+            n = self.counts.get((suite, name), 0)
+            self.counts[(suite, name)] = n + 1
+            self.at[(suite, name, n)] = position
             self.occurrence.append(n)
 
 

@@ -47,7 +47,7 @@ from .errors import ConfigError, ConfigIssue, ReportFormatError
 from .exit_codes import EXIT_OK
 from .results import CaseResult, McpServerRun, Report, RunFixtures, RunInfo, SpendCap
 from .rollup import summarize
-from .stored import StoredAcross, StoredResults
+from .stored import StoredAcross, StoredResults, fields_of
 
 
 @dataclass
@@ -174,17 +174,18 @@ def _merged_results(
     seen: dict[tuple[str, int], str] = {}
     keys: list[tuple[int, str, int, int, int]] = []
     for part, (name, report) in enumerate(shards):
-        for at, result in enumerate(report.results):
-            key = (result.suite, result.index)
-            if key in seen:
+        for at, (suite, index, case) in enumerate(
+            fields_of(report.results, "suite", "index", "name")
+        ):
+            if (suite, index) in seen:
                 raise ConfigError(
                     ConfigIssue(
-                        f"merge: test case {result.name!r} ({result.suite}, index "
-                        f"{result.index}) is in two reports: {seen[key]}, {name}"
+                        f"merge: test case {case!r} ({suite}, index {index}) is in two "
+                        f"reports: {seen[(suite, index)]}, {name}"
                     )
                 )
-            seen[key] = name
-            keys.append((order.get(result.suite, len(order)), result.suite, result.index, part, at))
+            seen[(suite, index)] = name
+            keys.append((order.get(suite, len(order)), suite, index, part, at))
     del seen
     keys.sort()
     parts = [report.results for _, report in shards]

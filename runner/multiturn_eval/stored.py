@@ -20,12 +20,13 @@ and re-validates (nothing is cached, so a pass over 50,000 cases holds one).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, overload
+from typing import Any, BinaryIO, overload
 
 from .results import CaseResult
 
@@ -221,3 +222,21 @@ class KeptResults(Mapping[tuple[int, int], CaseResult]):
     def restricted(self, keys: Iterable[tuple[int, int]]) -> KeptResults:
         """The same results, only those of ``keys`` (``--shard``: the shard's own)."""
         return KeptResults(self.results, {key: self.positions[key] for key in keys})
+
+
+def fields_of(results: Sequence[CaseResult], *names: str) -> Iterator[tuple[Any, ...]]:
+    """The top-level fields ``names`` of each result, in order. Over a
+    :class:`StoredResults` (whose results were validated when it was made: a report
+    read back) from each stored text's JSON alone: a pass that needs a few fields
+    (merge's and the baseline's keys) skips building whole results."""
+    if not isinstance(results, StoredResults):
+        for result in results:
+            yield tuple(getattr(result, name) for name in names)
+        return
+    if not len(results):
+        return
+    with results.path.open("rb") as handle:
+        for i in range(len(results)):
+            offset, length = results.spans[i]
+            item = json.loads(_read(handle, offset, length))
+            yield tuple(item[name] for name in names)
