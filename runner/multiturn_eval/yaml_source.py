@@ -59,6 +59,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any
 
 import yaml
@@ -284,6 +285,8 @@ class _Builder:
         tag = event.tag
         text = event.value
         is_key = self._child_path(line) is None
+        if is_key:  # the same few keys in every test case: one string each, not one a case
+            text = intern(text)
         if (tag is None and event.style) or tag == "!":  # quoted, block or '!': a string
             value: Any = text
         else:
