@@ -316,6 +316,20 @@ def test_merge_reports_restores_suite_order_for_any_split() -> None:
         assert merged.run.duration_ms == (total - 1) * 60_000
 
 
+def _shard(suites: list[str], number: int, total: int, mine: list[CaseResult]) -> Report:
+    """Shard ``number`` of ``total`` holding the results ``mine``."""
+    run = RunInfo(
+        suites=suites,
+        started_at="2026-12-01T10:00:00.000Z",
+        finished_at=f"2026-12-01T10:0{number - 1}:00.000Z",
+        duration_ms=1.0,
+        complete=True,
+        shard=ShardInfo(index=number, total=total, split_id="x"),
+        suite_hashes={s: "sha256:x" for s in suites},
+    )
+    return Report(run=run, summary=summarize(mine), results=mine)
+
+
 def test_shards_read_from_files_merge_as_the_same_shards_in_memory(tmp_path: Path) -> None:
     """merge over report.json files (read as indexes, results read back one at a time) gives
     the report the in-memory merge gives, for shards given in any order."""
@@ -333,18 +347,7 @@ def test_shards_read_from_files_merge_as_the_same_shards_in_memory(tmp_path: Pat
         for number in range(total):
             mine = [r for r, sh in zip(results, placed, strict=True) if sh == number]
             rng.shuffle(mine)
-            run = RunInfo(
-                suites=suites,
-                started_at="2026-12-01T10:00:00.000Z",
-                finished_at=f"2026-12-01T10:0{number}:00.000Z",
-                duration_ms=1.0,
-                complete=True,
-                shard=ShardInfo(index=number + 1, total=total, split_id="x"),
-                suite_hashes={s: "sha256:x" for s in suites},
-            )
-            reports.append(
-                (f"shard-{number}", Report(run=run, summary=summarize(mine), results=mine))
-            )
+            reports.append((f"shard-{number}", _shard(suites, number + 1, total, mine)))
         rng.shuffle(reports)
         paths = []
         for name, report in reports:
@@ -368,17 +371,9 @@ def test_the_same_case_in_two_shard_files_is_refused_naming_both(tmp_path: Path)
     case = _result("s.yaml", 3, rng)
     paths = []
     for number in (1, 2):
-        run = RunInfo(
-            suites=["s.yaml"],
-            started_at="2026-12-01T10:00:00.000Z",
-            finished_at="2026-12-01T10:01:00.000Z",
-            duration_ms=1.0,
-            complete=True,
-            shard=ShardInfo(index=number, total=2, split_id="x"),
-        )
         mine = [case, _result("s.yaml", 10 + number, rng)]
         path = tmp_path / f"shard{number}.json"
-        path.write_text(render_json(Report(run=run, summary=summarize(mine), results=mine)))
+        path.write_text(render_json(_shard(["s.yaml"], number, 2, mine)))
         paths.append(path)
     with pytest.raises(
         ConfigError, match=r"index 3\) is in two reports: .*shard1\.json, .*shard2\.json"

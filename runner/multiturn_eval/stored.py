@@ -89,7 +89,22 @@ def _read(handle: BinaryIO, offset: int, length: int) -> bytes:
     return data
 
 
-class StoredResults(Sequence[CaseResult]):
+class _Results(Sequence[CaseResult]):
+    """What the stored sequences share: truth by length, equality with any sequence of the
+    same results (a report read back == the run's)."""
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class StoredResults(_Results):
     """The results at ``spans`` of ``path``, read and validated one at a time.
 
     ``parse`` turns one span's bytes into a result (default: exact validation of
@@ -129,17 +144,6 @@ class StoredResults(Sequence[CaseResult]):
                 offset, length = self.spans[i]
                 yield self.parse(_read(handle, offset, length))
 
-    def __bool__(self) -> bool:
-        return len(self) > 0
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to any sequence of the same results (a report read back == the run's)."""
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
-
 
 def stored(
     path: Path, spans: Iterable[tuple[int, int]] | Spans, parse: Parse | None = None
@@ -148,7 +152,7 @@ def stored(
     return StoredResults(path, spans if isinstance(spans, Spans) else Spans(spans), parse)
 
 
-class StoredAcross(Sequence[CaseResult]):
+class StoredAcross(_Results):
     """Results kept in several :class:`StoredResults` (``merge``: one per shard report), in
     any order across them: entry ``i`` is result ``at[i]`` of part ``part[i]``.
 
@@ -189,16 +193,6 @@ class StoredAcross(Sequence[CaseResult]):
         finally:
             for handle in handles.values():
                 handle.close()
-
-    def __bool__(self) -> bool:
-        return len(self) > 0
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 class KeptResults(Mapping[tuple[int, int], CaseResult]):
