@@ -335,6 +335,47 @@ def test_a_large_suite_loads_past_the_fixed_count_of_values(
         parse_yaml(dense)
 
 
+def _composed_lines(node: Any, path: tuple[Any, ...], out: dict[tuple[Any, ...], int]) -> None:
+    """PyYAML's own node tree: each value's line (a mapping's value: its key's line)."""
+    import yaml
+
+    if len(path) > yaml_source.LINE_DEPTH:
+        return
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if key.value == "<<":
+                return  # merge keys: not in this oracle
+            child = (*path, yaml.safe_load(yaml.serialize(key)))
+            out[child] = key.start_mark.line + 1
+            _composed_lines(value, child, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out[(*path, i)] = item.start_mark.line + 1
+            _composed_lines(item, (*path, i), out)
+
+
+YAML_FILES = sorted(
+    p
+    for root in (Path(__file__).parent / "data", Path(__file__).parents[1] / "examples")
+    for p in root.rglob("*.yaml")
+    if "&" not in p.read_text(encoding="utf-8")  # no anchors (aliases share nodes)
+)
+
+
+@pytest.mark.parametrize("path", YAML_FILES, ids=lambda p: p.name)
+def test_every_value_keeps_its_line_although_most_get_no_entry(path: Path) -> None:
+    """A value on its parent's line is not indexed (line_of gives the ancestor's); every
+    value's line is still the one PyYAML's node tree gives it."""
+    import yaml
+
+    text = path.read_text(encoding="utf-8")
+    document = parse_yaml(text)
+    expected: dict[tuple[Any, ...], int] = {(): yaml.compose(text).start_mark.line + 1}
+    _composed_lines(yaml.compose(text), (), expected)
+    assert {p: document.line_of(p) for p in expected} == expected
+    assert len(document.lines) <= len(expected)
+
+
 # ------------------------------------------------------------------ numbers, keys
 
 

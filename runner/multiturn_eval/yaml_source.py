@@ -178,13 +178,16 @@ def _where(mark: Any) -> str:
 class _Open:
     """A list or mapping whose end event has not come yet."""
 
-    __slots__ = ("anchor", "key", "key_line", "line", "merges", "path", "size", "value")
+    __slots__ = ("anchor", "eff", "key", "key_line", "line", "merges", "path", "size", "value")
 
-    def __init__(self, value: Any, path: Path_, anchor: str | None, line: int) -> None:
+    def __init__(self, value: Any, path: Path_, anchor: str | None, line: int, eff: int) -> None:
         self.value = value
         self.path = path
         self.anchor = anchor
         self.line = line
+        self.eff = eff
+        """The line ``line_of(path)`` gives once the document is built (a mapping's value:
+        its key's line; anything else: where it starts)."""
         self.size = 1
         self.key: Any = _NO_KEY
         self.key_line = 0
@@ -234,7 +237,7 @@ class _Builder:
         top = self.stack[-1]
         top.size += size
         if type(top.value) is list:
-            self._line((*top.path, len(top.value)), line)
+            self._line((*top.path, len(top.value)), line, top.eff)
             top.value.append(value)
             return
         if top.key is _NO_KEY:  # this value is a key
@@ -249,6 +252,8 @@ class _Builder:
                 raise YamlSyntaxError("a mapping key cannot be NaN; quote it", line)
             if value in top.value:
                 first = self.lines.get((*top.path, value))
+                if first is None and len(top.path) < LINE_DEPTH:  # on its mapping's line
+                    first = top.eff
                 where = f" (first at line {first})" if first is not None else ""
                 raise YamlSyntaxError(f"duplicate key {value!r}{where}", line)
             top.key, top.key_line = value, line
@@ -256,13 +261,22 @@ class _Builder:
         if top.key is _MERGE:
             top.merges.append((value, top.key_line))
         else:
-            self._line((*top.path, top.key), top.key_line, replace=True)
+            self._line((*top.path, top.key), top.key_line, top.eff, replace=True)
             top.value[top.key] = value
         top.key = _NO_KEY
 
-    def _line(self, path: Path_, line: int, *, replace: bool = False) -> None:
+    def _line(self, path: Path_, line: int, parent: int, *, replace: bool = False) -> None:
+        """``path`` is at ``line``; ``parent``: the line its parent's path has (its ``eff``).
+
+        A value on its parent's line gets no entry: :meth:`YamlDocument.line_of` gives
+        the closest ancestor's line, the same one (most values of a large suite are on
+        the line of their mapping or list item: this keeps the index to a third).
+        """
         if len(path) <= LINE_DEPTH:
-            if replace:
+            if line == parent:
+                if replace:
+                    self.lines.pop(path, None)
+            elif replace:
                 self.lines[path] = line
             else:
                 self.lines.setdefault(path, line)
@@ -379,10 +393,17 @@ class _Builder:
                 f"(the outermost starts at line {self.stack[0].line})",
                 line,
             )
-        self._line(path, line)
+        if not self.stack:
+            eff = line
+            self.lines.setdefault(path, line)
+        else:
+            top = self.stack[-1]
+            mapping_value = type(top.value) is not list and top.key is not _MERGE
+            eff = top.key_line if mapping_value else line
+            self._line(path, eff, top.eff, replace=mapping_value)
         if event.anchor is not None:
             self.anchors[event.anchor] = (_OPEN_ANCHOR, 0)
-        self.stack.append(_Open(value, path, event.anchor, line))
+        self.stack.append(_Open(value, path, event.anchor, line, eff))
 
     def end(self) -> None:
         done = self.stack.pop()
@@ -408,7 +429,7 @@ class _Builder:
                 for key, item in source.items():
                     if key not in merged and key not in done.value:
                         merged[key] = item
-                        self._line((*done.path, key), line)
+                        self._line((*done.path, key), line, done.eff)
         merged.update(done.value)
         return merged
 
