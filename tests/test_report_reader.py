@@ -305,3 +305,28 @@ def test_a_result_larger_than_the_window_and_results_read_one_at_a_time(
     for i, item in enumerate(data["results"]):  # each span is exactly one result's JSON text
         offset, length = report.results.spans[i]
         assert json.loads(raw[offset : offset + length]) == item
+
+
+def test_a_report_read_back_stays_readable_when_a_new_report_replaces_it(
+    tmp_path: Path, written: dict[str, object]
+) -> None:
+    """The writer replaces report.json (write, then rename): results read later come from
+    the file that was read (a rerun or regrade writing into the directory it reads)."""
+    from multiturn_eval.stored import StoredAcross
+
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(written))
+    report = load_report(path)
+    expected = parse_report(json.dumps(written))
+    other = json.loads(json.dumps(written))
+    other["results"] = other["results"][::-1] * 2
+    replacement = tmp_path / "report.json.tmp"
+    replacement.write_text(json.dumps(other, indent=3))
+    replacement.replace(path)
+    assert list(report.results) == list(expected.results)
+    assert report.results[-1] == expected.results[-1]
+    assert list(report.results[1:]) == list(expected.results[1:])
+    assert list(StoredAcross([report.results], [(0, 1), (0, 0)])) == [
+        expected.results[1],
+        expected.results[0],
+    ]

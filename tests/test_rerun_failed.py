@@ -229,3 +229,18 @@ def test_the_selection_and_kept_results_come_from_an_index_of_the_report(
     assert sorted(kept) == [(0, 0), (0, 2), (0, 4)]
     assert [kept[k] for k in sorted(kept)] == [whole.results[i] for i in (0, 2, 4)]
     assert dict(kept.restricted([(0, 2)])) == {(0, 2): whole.results[2]}
+
+
+def test_keep_passed_into_the_directory_of_the_report_it_reruns(project: Project) -> None:
+    """`-o` the earlier report's own directory: the new report.json replaces the one the
+    kept results are read from while the run writes; they are still the earlier ones."""
+    report = first_run(project)
+    earlier = json.loads(report.read_text())
+    fix_everything(project)
+    result = project.run(
+        "run", "suite.yaml", "--rerun-failed", str(report), "--keep-passed", "-o", "first"
+    )
+    assert result.code == 0, result.err
+    again = json.loads(report.read_text())
+    assert [r["outcome"] for r in again["results"]] == ["passed"] * 5
+    assert [again["results"][i] for i in (0, 2, 4)] == [earlier["results"][i] for i in (0, 2, 4)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -185,6 +186,9 @@ class StoredAcross(_Results):
         try:
             for part, at in zip(self.part, self.at, strict=True):
                 results = self.parts[part]
+                if isinstance(results, PinnedResults):
+                    yield results.parse(results.text(at))
+                    continue
                 handle = handles.get(part)
                 if handle is None:
                     handle = handles[part] = results.path.open("rb")
@@ -227,10 +231,73 @@ def fields_of(results: Sequence[CaseResult], *names: str) -> Iterator[tuple[Any,
         for result in results:
             yield tuple(getattr(result, name) for name in names)
         return
+    for text in _texts(results):
+        item = json.loads(text)
+        yield tuple(item[name] for name in names)
+
+
+def _texts(results: StoredResults) -> Iterator[bytes]:
+    if isinstance(results, PinnedResults):
+        yield from (results.text(i) for i in range(len(results)))
+        return
     if not len(results):
         return
     with results.path.open("rb") as handle:
         for i in range(len(results)):
             offset, length = results.spans[i]
-            item = json.loads(_read(handle, offset, length))
-            yield tuple(item[name] for name in names)
+            yield _read(handle, offset, length)
+
+
+class _Descriptor:
+    """A file opened for reading, closed when the last sequence over it goes."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        weakref.finalize(self, os.close, self.fd)
+
+    def read(self, offset: int, length: int) -> bytes:
+        data = os.pread(self.fd, length, offset)
+        if len(data) != length:
+            raise OSError(f"result file truncated at byte {offset + len(data)}")
+        return data
+
+
+class PinnedResults(StoredResults):
+    """A :class:`StoredResults` that keeps reading the file it was made over, as it was
+    then: a report read back stays readable when a run writes a new report over it (the
+    writer replaces the file; ``run --rerun-failed out/report.json --keep-passed`` reads
+    its kept results from the replaced one while it writes ``out/``)."""
+
+    def __init__(
+        self,
+        path: Path,
+        spans: Spans,
+        parse: Parse | None = None,
+        *,
+        file: _Descriptor | None = None,
+    ) -> None:
+        super().__init__(path, spans, parse)
+        self.file = file or _Descriptor(path)
+
+    def text(self, index: int) -> bytes:
+        """Result ``index``'s stored JSON text."""
+        offset, length = self.spans[index]
+        return self.file.read(offset, length)
+
+    @overload
+    def __getitem__(self, index: int) -> CaseResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
+    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
+        if isinstance(index, slice):
+            picked = Spans(self.spans[i] for i in range(*index.indices(len(self))))
+            return PinnedResults(self.path, picked, self.parse, file=self.file)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.parse(self.text(index))
+
+    def __iter__(self) -> Iterator[CaseResult]:
+        for i in range(len(self)):
+            yield self.parse(self.text(i))

@@ -22,8 +22,11 @@ which reads one result at a time. Any key order and whitespace read the same
 before ``schema_version`` the results are validated in a second pass over
 their spans). Refused as before: not JSON (named with the byte where it
 stops, a truncated file included), not a report, another major version.
-The file must not change while the report is in use (results are read from
-it again, as a run's journal is).
+Results are read from the file as it was when it was read (its descriptor is
+kept open: :class:`~multiturn_eval.stored.PinnedResults`), so a run that writes
+its report over the one it reads (``--rerun-failed out/report.json
+--keep-passed``, ``regrade out/report.json``, the default ``-o out``) still
+reads the old one; a file changed in place under it is an error when read.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import ReportFormatError
 from ..results import SCHEMA_VERSION, CaseResult, Report
-from ..stored import Spans, StoredResults
+from ..stored import PinnedResults, Spans
 
 #: the largest report.json read back: a sanity bound, no longer a memory one (reading
 #: holds 16 bytes a result; a 50,000-case run writes about 300 MB)
@@ -305,7 +308,7 @@ def _results(scan: _Scan, validate: bool) -> tuple[Spans, tuple[int, ValidationE
 
 def load_report(path: Path) -> Report:
     """Read ``path`` (a report.json) without holding it; :class:`ReportFormatError` when it
-    cannot be. The results are a :class:`StoredResults` over the file."""
+    cannot be. The results are a :class:`PinnedResults` over the file."""
     source = str(path)
     try:
         if not path.is_file():
@@ -331,7 +334,7 @@ def load_report(path: Path) -> Report:
         return shell
     if invalid is not None:
         raise _report_error(source, invalid[1], ("results", invalid[0]))
-    results = StoredResults(path, spans, parse_result)
+    results = PinnedResults(path, spans, parse_result)
     if not validated:
         done = 0
         try:
