@@ -252,14 +252,13 @@ class _Descriptor:
     """A file opened for reading, closed when the last sequence over it goes."""
 
     def __init__(self, path: Path) -> None:
-        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        weakref.finalize(self, os.close, self.fd)
+        self.handle = path.open("rb")
+        self.lock = threading.Lock()
+        weakref.finalize(self, self.handle.close)
 
     def read(self, offset: int, length: int) -> bytes:
-        data = os.pread(self.fd, length, offset)
-        if len(data) != length:
-            raise OSError(f"result file truncated at byte {offset + len(data)}")
-        return data
+        with self.lock:  # one position for every reader (os.pread is not on every platform)
+            return _read(self.handle, offset, length)
 
 
 class PinnedResults(StoredResults):
