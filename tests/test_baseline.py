@@ -570,3 +570,76 @@ def test_exit_codes_combine(
     after = report([_case(0, "a", not regressed), _case(1, "b", not failed)], complete=complete)
     after.baseline = compare(after, before)
     assert exit_code_of(after, fail_on) == code
+
+
+# ------------------------------------------- reports read from files (issue 23)
+
+
+def _reference_compare(current: Report, baseline: Report, skip: set[tuple[str, str]]) -> Any:
+    """The comparison as it was computed before the baseline was indexed: both reports'
+    results held in dicts (what the indexed walk must reproduce exactly)."""
+    from multiturn_eval import comparison as c
+
+    def keyed(results: Any) -> dict[tuple[str, str, int], CaseResult]:
+        seen: dict[tuple[str, str], int] = {}
+        out: dict[tuple[str, str, int], CaseResult] = {}
+        for r in results:
+            n = seen.get((r.suite, r.name), 0)
+            seen[(r.suite, r.name)] = n + 1
+            out[(r.suite, r.name, n)] = r
+        return out
+
+    now, before = keyed(current.results), keyed(baseline.results)
+    before = {k: v for k, v in before.items() if k in now or (v.suite, v.name) not in skip}
+    cases = [
+        c._one_sided(r, k[2]) if before.get(k) is None else c._compare_case(r, before[k], k[2])
+        for k, r in now.items()
+    ]
+    cases += [c._one_sided(r, k[2], removed=True) for k, r in before.items() if k not in now]
+    return cases
+
+
+def _random_pair(rng: Any) -> tuple[Report, Report, set[tuple[str, str]]]:
+    names = [f"case-{i}" for i in range(12)] + ["dup", "dup"]
+    base: list[CaseResult] = []
+    for i in range(rng.randint(0, 14)):
+        oks = [rng.random() < 0.7 for _ in range(rng.randint(1, 3))]
+        base.append(_case(i, rng.choice(names), *oks, suite=rng.choice(["a.yaml", "b.yaml"])))
+    now: list[CaseResult] = []
+    for i, old in enumerate(base):
+        roll = rng.random()
+        if roll < 0.15:
+            continue  # removed
+        name = old.name + "-renamed" if roll < 0.3 else old.name
+        oks = [rng.random() < 0.7 for _ in range(rng.randint(1, 3))]
+        now.append(_case(i, name, *oks, suite=old.suite))
+    for j in range(rng.randint(0, 3)):  # added
+        now.append(_case(100 + j, f"new-{j}", rng.random() < 0.5, suite="a.yaml"))
+    rng.shuffle(now)  # reordered
+    skip = {(c.suite, c.name) for c in base if rng.random() < 0.1}
+    return report(now), report(base), skip
+
+
+def test_a_baseline_read_from_a_file_compares_as_both_reports_held_in_memory(
+    tmp_path: Path,
+) -> None:
+    """Cases added, removed, renamed, reordered, duplicated, not selected: the comparison of
+    two report.json files (read as indexes) equals the held-in-memory one."""
+    import random
+
+    from multiturn_eval.reports.reader import load_report
+    from multiturn_eval.stored import StoredResults
+
+    rng = random.Random(2323)
+    for attempt in range(150):
+        current, baseline, skip = _random_pair(rng)
+        files = []
+        for name, r in (("current", current), ("baseline", baseline)):
+            path = tmp_path / f"{attempt}-{name}.json"
+            path.write_text(render_json(r), encoding="utf-8")
+            files.append(load_report(path))
+        on_disk = compare(files[0], files[1], "b.json", not_selected=skip)
+        assert isinstance(files[1].results, StoredResults)
+        held = compare(current, baseline, "b.json", not_selected=skip)
+        assert on_disk == held, attempt
+        assert on_disk.cases == _reference_compare(current, baseline, skip), attempt

@@ -486,6 +486,23 @@ def test_variables_are_substituted(project: Project) -> None:
     assert loaded.case_name(0) == "hello-${literal}"
 
 
+def test_substitution_copies_only_what_it_changes(project: Project) -> None:
+    """${VAR} in one test case: that case gets the value, the others and the raw document
+    are untouched (what has no variable is validated as parsed, not copied first)."""
+    cases = "".join(
+        f"  - name: {'${CASE}' if i == 3 else f'c{i}'}\n    turns: [{{input: q{i}}}, {{input: r}}]\n"
+        for i in range(6)
+    )
+    project.write("suite.yaml", HEAD + "test_cases:\n" + cases)
+    from multiturn_eval.loader import load_suite
+
+    loaded = load_suite(project.root / "suite.yaml", {"CASE": "from-env"})
+    assert [loaded.case_name(i) for i in range(6)] == ["c0", "c1", "c2", "from-env", "c4", "c5"]
+    raw = loaded.document.data["test_cases"]
+    assert [c["name"] for c in raw] == ["c0", "c1", "c2", "${CASE}", "c4", "c5"]
+    assert [t.input for t in loaded.cases.materialize(5).turns or []] == ["q5", "r"]
+
+
 def test_numeric_evaluation_needs_numeric_ground_truth(project: Project) -> None:
     error = one_error(
         project,

@@ -282,9 +282,9 @@ def test_bad_aliases_are_located_errors(project: Project, context: str, expected
 @pytest.mark.parametrize(
     "values",
     [
-        "[" + ", ".join(["1"] * 1_001) + "]",
-        "{" + ", ".join(f"k{i}: {i}" for i in range(600)) + "}",
-        "\n" + "".join("        - [a, b, c]\n" for i in range(300)),
+        "[" + ", ".join(["1"] * 3_000) + "]",
+        "{" + ", ".join(f"k{i}: {i}" for i in range(3_000)) + "}",
+        "\n" + "".join("        - [a, b, c]\n" for i in range(1_500)),
     ],
 )
 def test_a_file_with_too_many_values_is_refused(
@@ -294,9 +294,86 @@ def test_a_file_with_too_many_values_is_refused(
     error = one_error(project, HEAD + CASE + "    context:\n      many: " + values + "\n")
     assert re.fullmatch(
         r"suite\.yaml:\d+: YAML syntax error: the file holds more than 1,000 values \(scalars, "
-        r"lists and mappings\); split it into several suite files",
+        r"lists and mappings\) plus one per 8 characters of text \([\d,]+ values in its first "
+        r"[\d,]+ characters\); split it into several suite files, or put the test cases in a "
+        r"JSON Lines file \(test_cases_file:\)",
         error,
     ), error
+
+
+@pytest.mark.parametrize("cases", [40, 400])
+def test_a_large_suite_loads_past_the_fixed_count_of_values(
+    project: Project, monkeypatch: pytest.MonkeyPatch, cases: int
+) -> None:
+    """Written out case by case (the bench's six-turn case: about 9 characters a value), a
+    suite may hold far more than MAX_NODES values; only a file dense with values is refused."""
+    monkeypatch.setattr(yaml_source, "MAX_NODES", 1_000)
+    turn = (
+        "      - input: what is the difference in year {t}?\n"
+        '        ground_truth: "25587"\n'
+        "        expected_tools:\n"
+        "          - {{name: subtract, args: {{a: {{fuzzy: '206,588'}}, b: 181001}}}}\n"
+    )
+    body = "".join(
+        f"  - name: case-{i}\n    tags: [bench]\n    turns:\n"
+        + "".join(turn.format(t=t) for t in range(6))
+        for i in range(cases)
+    )
+    text = HEAD + "test_cases:\n" + body
+    document = parse_yaml(text)
+    assert len(document.data["test_cases"]) == cases
+    assert document.data["test_cases"][-1]["turns"][5]["expected_tools"][0]["args"]["b"] == 181001
+    assert 116 * cases > 1_000  # values: past the fixed count
+    write(project, text)
+    loaded = load_suite(project.root / "suite.yaml", {})
+    assert [loaded.case_name(i) for i in range(len(loaded.cases))] == [
+        f"case-{i}" for i in range(cases)
+    ]
+    many = "    context: {many: [" + ", ".join(["1"] * 2_000) + "]}\n"
+    dense = text.replace("  - name: case-0\n", "  - name: case-0\n" + many, 1)
+    with pytest.raises(yaml_source.YamlSyntaxError, match="plus one per 8 characters"):
+        parse_yaml(dense)
+
+
+def _composed_lines(node: Any, path: tuple[Any, ...], out: dict[tuple[Any, ...], int]) -> None:
+    """PyYAML's own node tree: each value's line (a mapping's value: its key's line)."""
+    import yaml
+
+    if len(path) > yaml_source.LINE_DEPTH:
+        return
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if key.value == "<<":
+                return  # merge keys: not in this oracle
+            child = (*path, yaml.safe_load(yaml.serialize(key)))
+            out[child] = key.start_mark.line + 1
+            _composed_lines(value, child, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out[(*path, i)] = item.start_mark.line + 1
+            _composed_lines(item, (*path, i), out)
+
+
+YAML_FILES = sorted(
+    p
+    for root in (Path(__file__).parent / "data", Path(__file__).parents[1] / "examples")
+    for p in root.rglob("*.yaml")
+    if "&" not in p.read_text(encoding="utf-8")  # no anchors (aliases share nodes)
+)
+
+
+@pytest.mark.parametrize("path", YAML_FILES, ids=lambda p: p.name)
+def test_every_value_keeps_its_line_although_most_get_no_entry(path: Path) -> None:
+    """A value on its parent's line is not indexed (line_of gives the ancestor's); every
+    value's line is still the one PyYAML's node tree gives it."""
+    import yaml
+
+    text = path.read_text(encoding="utf-8")
+    document = parse_yaml(text)
+    expected: dict[tuple[Any, ...], int] = {(): yaml.compose(text).start_mark.line + 1}
+    _composed_lines(yaml.compose(text), (), expected)
+    assert {p: document.line_of(p) for p in expected} == expected
+    assert len(document.lines) <= len(expected)
 
 
 # ------------------------------------------------------------------ numbers, keys

@@ -314,3 +314,68 @@ def test_merge_reports_restores_suite_order_for_any_split() -> None:
         assert merged.summary == summarize(results)
         assert merged.run.complete and merged.run.missing_shards is None
         assert merged.run.duration_ms == (total - 1) * 60_000
+
+
+def _shard(suites: list[str], number: int, total: int, mine: list[CaseResult]) -> Report:
+    """Shard ``number`` of ``total`` holding the results ``mine``."""
+    run = RunInfo(
+        suites=suites,
+        started_at="2026-12-01T10:00:00.000Z",
+        finished_at=f"2026-12-01T10:0{number - 1}:00.000Z",
+        duration_ms=1.0,
+        complete=True,
+        shard=ShardInfo(index=number, total=total, split_id="x"),
+        suite_hashes={s: "sha256:x" for s in suites},
+    )
+    return Report(run=run, summary=summarize(mine), results=mine)
+
+
+def test_shards_read_from_files_merge_as_the_same_shards_in_memory(tmp_path: Path) -> None:
+    """merge over report.json files (read as indexes, results read back one at a time) gives
+    the report the in-memory merge gives, for shards given in any order."""
+    from multiturn_eval.merge import load_shards
+    from multiturn_eval.reports.json_report import render_json
+    from multiturn_eval.stored import StoredAcross
+
+    rng = random.Random(23)
+    for attempt in range(40):
+        suites = [f"s{i}.yaml" for i in rng.sample(range(6), rng.randint(1, 3))]
+        results = [_result(s, i, rng) for s in suites for i in range(rng.randint(0, 9))]
+        total = rng.randint(1, 5)
+        placed = [rng.randrange(total) for _ in results]
+        reports = []
+        for number in range(total):
+            mine = [r for r, sh in zip(results, placed, strict=True) if sh == number]
+            rng.shuffle(mine)
+            reports.append((f"shard-{number}", _shard(suites, number + 1, total, mine)))
+        rng.shuffle(reports)
+        paths = []
+        for name, report in reports:
+            path = tmp_path / f"{attempt}-{name}.json"
+            path.write_text(render_json(report), encoding="utf-8")
+            paths.append(path)
+        from_files = merge_reports(load_shards(paths))
+        in_memory = merge_reports([(str(p), r) for p, (_, r) in zip(paths, reports, strict=True)])
+        assert isinstance(from_files.results, StoredAcross)
+        assert from_files.results == results == in_memory.results
+        assert list(from_files.results[1:-1]) == results[1:-1]
+        assert render_json(from_files) == render_json(in_memory)
+
+
+def test_the_same_case_in_two_shard_files_is_refused_naming_both(tmp_path: Path) -> None:
+    from multiturn_eval.errors import ConfigError
+    from multiturn_eval.merge import load_shards
+    from multiturn_eval.reports.json_report import render_json
+
+    rng = random.Random(5)
+    case = _result("s.yaml", 3, rng)
+    paths = []
+    for number in (1, 2):
+        mine = [case, _result("s.yaml", 10 + number, rng)]
+        path = tmp_path / f"shard{number}.json"
+        path.write_text(render_json(_shard(["s.yaml"], number, 2, mine)))
+        paths.append(path)
+    with pytest.raises(
+        ConfigError, match=r"index 3\) is in two reports: .*shard1\.json, .*shard2\.json"
+    ):
+        merge_reports(load_shards(paths))

@@ -301,8 +301,9 @@ def test_recorded_judgements_are_offered_unless_rejudge(project: Project) -> Non
     assert RECORDED_JUDGEMENTS.get() is None  # outside a regrade judges are always called
     from multiturn_eval.backends.replay import CaseMarks
 
-    recorded = regrader.state.recorded[("suite.yaml", "sums", 0)]
-    regrader.state.marks[("suite.yaml", 0)] = CaseMarks(recorded)
+    key = ("suite.yaml", "sums", 0)
+    assert regrader.state.recorded[key].name == "sums"
+    regrader.state.marks[("suite.yaml", 0)] = CaseMarks(key, regrader.state.recorded)
     from multiturn_eval.regrade import _Recorded
 
     lookup = _Recorded(regrader.state)

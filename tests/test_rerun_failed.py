@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -197,3 +198,49 @@ def test_keep_passed_on_shards_merges_into_the_complete_report(project: Project)
         ("e3", "passed"),
         ("p4", "passed"),
     ]
+
+
+@pytest.mark.parametrize("layout", ["as-written", "jq-sorted", "results-first"])
+def test_the_selection_and_kept_results_come_from_an_index_of_the_report(
+    project: Project, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The earlier report, in any layout, is read as an index: the kept results are read
+    from its file when asked for, and equal what reading it whole gives."""
+    from multiturn_eval.loaded import PlannedSuite
+    from multiturn_eval.loader import load_suites
+    from multiturn_eval.reports.reader import parse_report
+    from multiturn_eval.scheduler import rerun_selection
+    from multiturn_eval.stored import KeptResults
+
+    report = first_run(project)
+    data = json.loads(report.read_text())
+    if layout == "jq-sorted":
+        report.write_text(json.dumps(data, indent=4, sort_keys=True))
+    elif layout == "results-first":
+        report.write_text(json.dumps({"results": data.pop("results"), **data}))
+    whole = parse_report(report.read_text())
+    monkeypatch.chdir(project.root)
+    loaded = load_suites([Path("suite.yaml")], {})
+    once = SimpleNamespace(repeat=1)  # the one setting the selection reads
+    plan = [PlannedSuite(s, once, list(range(len(s.cases)))) for s in loaded]  # type: ignore[arg-type]
+    kept = rerun_selection(plan, report, keep_passed=True)
+    assert isinstance(kept, KeptResults)
+    assert plan[0].indices == [1, 3]
+    assert sorted(kept) == [(0, 0), (0, 2), (0, 4)]
+    assert [kept[k] for k in sorted(kept)] == [whole.results[i] for i in (0, 2, 4)]
+    assert dict(kept.restricted([(0, 2)])) == {(0, 2): whole.results[2]}
+
+
+def test_keep_passed_into_the_directory_of_the_report_it_reruns(project: Project) -> None:
+    """`-o` the earlier report's own directory: the new report.json replaces the one the
+    kept results are read from while the run writes; they are still the earlier ones."""
+    report = first_run(project)
+    earlier = json.loads(report.read_text())
+    fix_everything(project)
+    result = project.run(
+        "run", "suite.yaml", "--rerun-failed", str(report), "--keep-passed", "-o", "first"
+    )
+    assert result.code == 0, result.err
+    again = json.loads(report.read_text())
+    assert [r["outcome"] for r in again["results"]] == ["passed"] * 5
+    assert [again["results"][i] for i in (0, 2, 4)] == [earlier["results"][i] for i in (0, 2, 4)]

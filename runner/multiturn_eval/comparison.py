@@ -16,6 +16,13 @@ within_noise    repeated on both sides, its verdict flipped, but the change in
                 (nor a fix), and said so rather than hidden
 ==============  =============================================================
 
+**Memory.** Neither report is held: the baseline is indexed in one pass (case key
+-> position, a few dozen bytes a case), this run's results are walked once and
+each matched baseline case is read on its own (with reports read by
+:func:`~multiturn_eval.reports.reader.load_report`, one result at a time from
+the file); the removed ones are read in a last pass. What is kept is the
+comparison itself (one :class:`CaseChange` a case, as the report shows it).
+
 **Matching.** A test case is identified by its suite file (``CaseResult.suite``,
 as reports show it) and its name; a turn by its index within the case (a legacy
 single-turn case is turn 0). Order does not matter, so reordered cases match.
@@ -43,8 +50,10 @@ once (or the reverse) would otherwise never show a regression.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Collection, Sequence
+from array import array
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -58,6 +67,7 @@ from .results import (
     TurnChange,
     TurnResult,
 )
+from .stored import fields_of
 
 ALPHA = 0.05
 """Significance level of the one-sided Fisher exact test on repeated pass counts."""
@@ -171,6 +181,14 @@ def classify(
     return ("still_passing" if after_passed else "still_failing"), p
 
 
+@functools.lru_cache(maxsize=8192)
+def _turn_change(**fields: Any) -> TurnChange:
+    """A :class:`TurnChange`, the same object for the same fields (built alike, so the same
+    ``model_fields_set``): a comparison of 50,000 six-turn cases would otherwise hold
+    300,000 of them, most alike ("turn 3: still passing"); nothing changes one once made."""
+    return TurnChange(**fields)
+
+
 def _first_check(turn: TurnResult) -> str | None:
     checks = turn.failed_checks()
     return checks[0] if checks else None
@@ -195,12 +213,14 @@ def _compare_case(current: CaseResult, baseline: CaseResult, occurrence: int) ->
     for index in sorted(set(turns_before) | set(turns_after)):
         if index not in turns_before:
             turns.append(
-                TurnChange(turn_index=index, change="new", after=turns_after[index].words(repeated))
+                _turn_change(
+                    turn_index=index, change="new", after=turns_after[index].words(repeated)
+                )
             )
             continue
         if index not in turns_after:
             turns.append(
-                TurnChange(
+                _turn_change(
                     turn_index=index, change="removed", before=turns_before[index].words(repeated)
                 )
             )
@@ -224,7 +244,7 @@ def _compare_case(current: CaseResult, baseline: CaseResult, occurrence: int) ->
             else None
         )
         turns.append(
-            TurnChange(
+            _turn_change(
                 turn_index=index,
                 change=turn_change,
                 before=tb.words(repeated),
@@ -249,20 +269,23 @@ def _compare_case(current: CaseResult, baseline: CaseResult, occurrence: int) ->
     )
 
 
-def _keyed(results: Sequence[CaseResult]) -> dict[tuple[str, str, int], CaseResult]:
-    seen: dict[tuple[str, str], int] = {}
-    out: dict[tuple[str, str, int], CaseResult] = {}
-    for case in results:
-        n = seen.get((case.suite, case.name), 0)
-        seen[(case.suite, case.name)] = n + 1
-        out[(case.suite, case.name, n)] = case
-    return out
+class CaseIndex:
+    """Where each case of a report is: (suite, name, occurrence) -> its position in the
+    results, from one pass (the results are read again only where needed). The n-th
+    case of a name in a suite is occurrence n (``--baseline`` and regrade match so)."""
+
+    def __init__(self, results: Sequence[CaseResult]) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+        self.at: dict[tuple[str, str, int], int] = {}
+        self.occurrence = array("i")
+        for position, (suite, name) in enumerate(fields_of(results, "suite", "name")):
+            n = self.counts.get((suite, name), 0)
+            self.counts[(suite, name)] = n + 1
+            self.at[(suite, name, n)] = position
+            self.occurrence.append(n)
 
 
-def _duplicates(results: Sequence[CaseResult], which: str) -> list[str]:
-    counts: dict[tuple[str, str], int] = {}
-    for case in results:
-        counts[(case.suite, case.name)] = counts.get((case.suite, case.name), 0) + 1
+def _duplicates(counts: dict[tuple[str, str], int], which: str) -> list[str]:
     return [
         f"{which}: {n} test cases named {name!r} in {suite}: matched by occurrence "
         "(the n-th of this run with the n-th of the baseline)"
@@ -294,7 +317,7 @@ def _one_sided(case: CaseResult, occurrence: int, *, removed: bool = False) -> C
         name=case.name,
         occurrence=occurrence,
         change=change,
-        turns=[TurnChange(turn_index=t.turn_index, change=change) for t in case.all_turns()],
+        turns=[_turn_change(turn_index=t.turn_index, change=change) for t in case.all_turns()],
         **side,
     )
 
@@ -313,17 +336,23 @@ def compare(
     ``--rerun-failed``); a baseline case among them is out of this run's scope,
     not "removed", and is left out of the comparison.
     """
-    now, before = _keyed(current.results), _keyed(baseline.results)
-    skip = set(not_selected)
-    if skip:
-        before = {k: v for k, v in before.items() if k in now or (v.suite, v.name) not in skip}
+    index = CaseIndex(baseline.results)
+    matched = bytearray(len(baseline.results))
+    seen: dict[tuple[str, str], int] = {}
     cases: list[CaseChange] = []
-    for key, case in now.items():
-        old = before.get(key)
-        cases.append(_one_sided(case, key[2]) if old is None else _compare_case(case, old, key[2]))
-    for key, old in before.items():
-        if key not in now:
-            cases.append(_one_sided(old, key[2], removed=True))
+    for case in current.results:  # one pass; each matched baseline case read on its own
+        n = seen.get((case.suite, case.name), 0)
+        seen[(case.suite, case.name)] = n + 1
+        position = index.at.get((case.suite, case.name, n))
+        if position is None:
+            cases.append(_one_sided(case, n))
+            continue
+        matched[position] = 1
+        cases.append(_compare_case(case, baseline.results[position], n))
+    skip = set(not_selected)
+    for position, old in enumerate(_unmatched(baseline.results, matched)):
+        if old is not None and (old.suite, old.name) not in skip:
+            cases.append(_one_sided(old, index.occurrence[position], removed=True))
     counts = dict.fromkeys(CLASSES, 0)
     turn_counts = dict.fromkeys(CLASSES, 0)
     for change in cases:
@@ -344,12 +373,21 @@ def compare(
         ),
         cost_usd=_delta(s_before.cost_usd, s_now.cost_usd),
         duration_ms=_delta(baseline.run.duration_ms, current.run.duration_ms),
-        warnings=[
-            *_duplicates(current.results, "this run"),
-            *_duplicates(baseline.results, "baseline"),
-        ],
+        warnings=[*_duplicates(seen, "this run"), *_duplicates(index.counts, "baseline")],
         cases=cases,
     )
+
+
+def _unmatched(results: Sequence[CaseResult], matched: bytearray) -> Iterator[CaseResult | None]:
+    """The baseline's results in order, None for those matched (a pass that reads only the
+    unmatched ones when the results are kept in a file)."""
+    if all(matched):
+        return
+    if not any(matched):
+        yield from results
+        return
+    for position in range(len(results)):
+        yield None if matched[position] else results[position]
 
 
 def regressions(comparison: BaselineComparison) -> list[CaseChange]:

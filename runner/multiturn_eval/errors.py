@@ -54,7 +54,8 @@ catches them, never leaving their module: ``backends.wire.ReplyProblem`` (and
 ``_Shape`` (the same for the http backend), ``usercode._Carried`` (a
 BaseException from a thread, carried to the awaiting task),
 ``fixtures.canonical._NotJson`` (NaN or Infinity in a body: not JSON, a ValueError
-like any other parse failure).
+like any other parse failure), ``reports.reader._NotJSON`` (where the streaming
+read of a report.json stops being JSON, made a ``ReportFormatError`` by its caller).
 
 Every class is defined in this module unless the tree names another (``FatalRunError``
 and ``FixtureMissError`` carry a result or a miss, types above this module: they are

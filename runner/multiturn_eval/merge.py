@@ -5,6 +5,13 @@ written, verdict for verdict: every shard's results, in suite order (the
 order of ``run.suites``, then the test case's index in its file), the summary
 recomputed from them (:func:`multiturn_eval.rollup.summarize`).
 
+Nothing holds the shards (issue 23): each shard report is read as an index of
+its results' spans (:func:`multiturn_eval.reports.reader.load_report`), one
+pass collects every result's key (suite, index: the duplicate check), the keys
+are sorted, and the merged report's results are a
+:class:`~multiturn_eval.stored.StoredAcross` reading each result from its
+shard's file when a summary or a report needs it.
+
 Refused (a configuration error naming the files, exit 2):
 
 * a file that is not a report, or a report not made with ``--shard``;
@@ -40,6 +47,7 @@ from .errors import ConfigError, ConfigIssue, ReportFormatError
 from .exit_codes import EXIT_OK
 from .results import CaseResult, McpServerRun, Report, RunFixtures, RunInfo, SpendCap
 from .rollup import summarize
+from .stored import StoredAcross, StoredResults, fields_of
 
 
 @dataclass
@@ -149,27 +157,42 @@ def merge_reports(shards: Sequence[tuple[str, Report]], *, allow_partial: bool =
                 "needed, or pass --allow-partial for an incomplete report"
             )
         )
-    order = {suite: i for i, suite in enumerate(first.run.suites)}
-    seen: dict[tuple[str, int], str] = {}
-    results: list[CaseResult] = []
-    for name, report in shards:
-        for result in report.results:
-            key = (result.suite, result.index)
-            if key in seen:
-                raise ConfigError(
-                    ConfigIssue(
-                        f"merge: test case {result.name!r} ({result.suite}, index "
-                        f"{result.index}) is in two reports: {seen[key]}, {name}"
-                    )
-                )
-            seen[key] = name
-            results.append(result)
-    results.sort(key=lambda r: (order.get(r.suite, len(order)), r.suite, r.index))
-    return Report(
+    results = _merged_results(shards, {suite: i for i, suite in enumerate(first.run.suites)})
+    return Report.model_construct(
         run=_merged_run(shards, missing, total, results),
         summary=summarize(results),
-        results=results,
+        results=results,  # type: ignore[arg-type]  # any Sequence stands in (stored.py)
     )
+
+
+def _merged_results(
+    shards: Sequence[tuple[str, Report]], order: Mapping[str, int]
+) -> Sequence[CaseResult]:
+    """Every shard's results in suite order, without holding them: one pass over each
+    shard's results collects their keys, the keys are sorted, and the merged results
+    read each from its shard's file (a shard read whole, in a test: its results as given)."""
+    seen: dict[tuple[str, int], str] = {}
+    keys: list[tuple[int, str, int, int, int]] = []
+    for part, (name, report) in enumerate(shards):
+        for at, (suite, index, case) in enumerate(
+            fields_of(report.results, "suite", "index", "name")
+        ):
+            if (suite, index) in seen:
+                raise ConfigError(
+                    ConfigIssue(
+                        f"merge: test case {case!r} ({suite}, index {index}) is in two "
+                        f"reports: {seen[(suite, index)]}, {name}"
+                    )
+                )
+            seen[(suite, index)] = name
+            keys.append((order.get(suite, len(order)), suite, index, part, at))
+    del seen
+    keys.sort()
+    parts = [report.results for _, report in shards]
+    if all(isinstance(p, StoredResults) for p in parts):
+        stored = [p for p in parts if isinstance(p, StoredResults)]
+        return StoredAcross(stored, ((part, at) for *_, part, at in keys))
+    return [parts[part][at] for *_, part, at in keys]
 
 
 def _merged_run(

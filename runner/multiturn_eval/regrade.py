@@ -40,13 +40,14 @@ not run: exit 1 with ``--fail-on failures``); ``--baseline`` works as in ``run``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .backends.replay import INPUT_CHANGED, NOT_IN_REPORT, ReplayBackend, ReplayState
-from .comparison import _keyed
+from .comparison import CaseIndex
 from .errors import ConfigError, ConfigIssue, ReportFormatError
 from .grading.recorded import RECORDED_JUDGEMENTS, JudgeKey
 from .reports.reader import load_report
@@ -65,6 +66,37 @@ if TYPE_CHECKING:
 EARLIER_CHANGED = "not regradable: an earlier turn's input changed since the report"
 
 
+class RecordedCases(Mapping[tuple[str, str, int], CaseResult]):
+    """The regraded report's cases by (suite, name, occurrence), not held: an index of
+    positions in its results (read from the report file when the report was read by
+    :func:`~multiturn_eval.reports.reader.load_report`), the last :data:`KEEP` read kept
+    (a case's judges, its fix and its flips ask for it while it is in flight)."""
+
+    KEEP = 256
+
+    def __init__(self, results: Sequence[CaseResult]) -> None:
+        self.results = results
+        self.index = CaseIndex(results).at
+        self._recent: OrderedDict[int, CaseResult] = OrderedDict()
+
+    def __getitem__(self, key: tuple[str, str, int]) -> CaseResult:
+        position = self.index[key]
+        case = self._recent.get(position)
+        if case is None:
+            case = self._recent[position] = self.results[position]
+            if len(self._recent) > self.KEEP:
+                self._recent.popitem(last=False)
+        else:
+            self._recent.move_to_end(position)
+        return case
+
+    def __iter__(self) -> Iterator[tuple[str, str, int]]:
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+
 class _Recorded:
     """:class:`~.grading.recorded.RecordedJudgements` over the regraded report."""
 
@@ -73,9 +105,9 @@ class _Recorded:
 
     def lookup(self, key: JudgeKey) -> MetricResult | None:
         marks = self._state.marks.get((key.suite, key.case_index))
-        if marks is None or marks.recorded is None:
+        case = marks.recorded if marks is not None else None
+        if case is None:
             return None
-        case = marks.recorded
         if key.turn_index is None:
             metrics = case.metric_results
         else:
@@ -156,7 +188,7 @@ class Regrader:
         self.original = original
         self.file = file
         self.rejudge = rejudge
-        self.state = ReplayState(recorded=_keyed(original.results))
+        self.state = ReplayState(recorded=RecordedCases(original.results))
 
     def backend(self, loaded: LoadedSuite, settings: RunSettings) -> ReplayBackend:
         return ReplayBackend(loaded, settings, self.state)
@@ -170,7 +202,8 @@ class Regrader:
         marks = self.state.marks.get((case.suite, case.index))
         if marks is None:  # never started (an interrupted regrade): as the pipeline says
             return case
-        if marks.recorded is None or marks.refused is not None:
+        original = marks.recorded
+        if original is None or marks.refused is not None:
             reason = marks.refused or NOT_IN_REPORT
             unsent = [
                 t.model_copy(
@@ -190,7 +223,7 @@ class Regrader:
                 skipped=True,
                 duration_ms=0.0,
             )
-        recorded = {t.turn_index: t for t in marks.recorded.all_turns()}
+        recorded = {t.turn_index: t for t in original.all_turns()}
         turns: list[TurnResult] = []
         blocked: str | None = None
         for turn in case.all_turns():
@@ -231,14 +264,11 @@ class Regrader:
             turns,
             errors=errors,
             skipped=bool(not_regradable),
-            duration_ms=marks.recorded.duration_ms,
+            duration_ms=original.duration_ms,
         )
-        if marks.recorded.runs:  # a repeated case: what all its recorded runs used
+        if original.runs:  # a repeated case: what all its recorded runs used
             rebuilt = rebuilt.model_copy(
-                update={
-                    "token_usage": marks.recorded.token_usage,
-                    "cost_usd": marks.recorded.cost_usd,
-                }
+                update={"token_usage": original.token_usage, "cost_usd": original.cost_usd}
             )
         return rebuilt
 
@@ -247,9 +277,10 @@ class Regrader:
         to_failed = to_passed = 0
         for case in report.results:
             marks = self.state.marks.get((case.suite, case.index))
-            if marks is None or marks.recorded is None:
+            recorded = marks.recorded if marks is not None else None
+            if recorded is None:
                 continue
-            before = {t.turn_index: t for t in marks.recorded.all_turns()}
+            before = {t.turn_index: t for t in recorded.all_turns()}
             for turn in case.all_turns():
                 old = before.get(turn.turn_index)
                 if old is None or old.skipped or turn.skipped:

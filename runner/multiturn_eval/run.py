@@ -266,7 +266,7 @@ class _Pipeline:
         self.known_secrets = frozenset(secrets)
         self.shard_info: dict[str, Any] | None = None
         """``--shard``: the report's ``run.shard`` and ``run.suite_hashes``."""
-        self.kept: dict[tuple[int, int], CaseResult] = {}
+        self.kept: Mapping[tuple[int, int], CaseResult] = {}
         """``--keep-passed``: earlier results carried into this report."""
         self.judges: JudgeService | None = None
         """The run's LLM-judge clients and de-duplication cache (built with the backends)."""

@@ -39,7 +39,7 @@ import contextlib
 import fnmatch
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,6 +50,7 @@ from .errors import CaseReadError
 from .loaded import LoadedSuite, PlannedSuite
 from .results import CaseResult
 from .rollup import aggregate_runs
+from .stored import KeptResults
 
 if TYPE_CHECKING:
     from .fixtures.cassette import SuiteFixtures
@@ -93,7 +94,7 @@ class RunState:
     last_session_closed: float | None = None
     in_flight: int = 0
     max_in_flight: int = 0
-    kept: dict[tuple[int, int], CaseResult] = field(default_factory=dict)
+    kept: Mapping[tuple[int, int], CaseResult] = field(default_factory=dict)
     """``--keep-passed``: earlier results shown in place of cases not run again."""
     spent: float = 0.0
     """Estimated spend of the finished test cases (US dollars, :func:`.spend.spend_of`)."""
@@ -163,9 +164,12 @@ class RunState:
                 lengths.append(suite_lengths[index])
                 if offset >= 0:
                     continue
-                held = store.held.get((s, index)) or self.kept.get((s, index))
+                held = store.held.get((s, index))
                 if held is not None:
                     made[position] = _given(held)
+                    continue
+                if (s, index) in self.kept:  # read from the earlier report when shown
+                    made[position] = _kept_maker(self.kept, (s, index))
                     continue
                 partial = self._partial(s, index, planned)
                 made[position] = (
@@ -210,6 +214,12 @@ class RunState:
 
 def _given(result: CaseResult) -> Callable[[], CaseResult]:
     return lambda: result
+
+
+def _kept_maker(
+    kept: Mapping[tuple[int, int], CaseResult], key: tuple[int, int]
+) -> Callable[[], CaseResult]:
+    return lambda: kept[key]
 
 
 def _not_run_maker(loaded: LoadedSuite, index: int, reason: str) -> Callable[[], CaseResult]:
@@ -317,7 +327,7 @@ RERUN_OUTCOMES = frozenset({"failed", "error", "skipped"})
 
 def rerun_selection(
     plan: Sequence[PlannedSuite], report_path: Path, *, keep_passed: bool = False
-) -> dict[tuple[int, int], CaseResult]:
+) -> Mapping[tuple[int, int], CaseResult]:
     """``--rerun-failed``: narrow ``plan`` to the cases that did not pass in ``report_path``.
 
     A case of the suites is run again when the earlier report has a result of
@@ -330,7 +340,8 @@ def rerun_selection(
 
     Returns, with ``keep_passed``, the report's passed results of the cases
     not run again ((suite position, index) -> result), which the new report
-    shows in their place, so it is complete.
+    shows in their place, so it is complete: a :class:`~.stored.KeptResults`
+    over the report's file (an index of positions; nothing is held).
     """
     from .errors import ConfigError, ConfigIssue, ReportFormatError
     from .reports.reader import load_report
@@ -339,17 +350,22 @@ def rerun_selection(
         earlier = load_report(report_path)
     except ReportFormatError as exc:
         raise ConfigError(ConfigIssue(f"--rerun-failed: {exc}")) from None
-    by_key = {(r.suite, r.name, r.index): r for r in earlier.results}
-    kept: dict[tuple[int, int], CaseResult] = {}
+    # one pass: (suite, name, index) -> (position, run again?, runs); the results stay in
+    # the file, and the kept ones are read from it when the report is written
+    by_key: dict[tuple[str, str, int], tuple[int, bool, int]] = {}
+    for position, r in enumerate(earlier.results):
+        runs = r.repeat.planned_runs or r.repeat.runs if r.repeat else 1
+        by_key[(r.suite, r.name, r.index)] = (position, r.outcome in RERUN_OUTCOMES, runs)
+    kept: dict[tuple[int, int], int] = {}
     for s, planned in enumerate(plan):
         loaded = planned.loaded
         again: list[int] = []
         for index in planned.indices:
             before = by_key.get((loaded.display_path, loaded.case_name(index), index))
-            if before is None or before.outcome in RERUN_OUTCOMES:
+            if before is None or before[1]:
                 again.append(index)
             elif keep_passed:
-                runs = before.repeat.planned_runs or before.repeat.runs if before.repeat else 1
+                position, _, runs = before
                 if runs != max(1, planned.settings.repeat):
                     raise ConfigError(
                         ConfigIssue(
@@ -362,7 +378,7 @@ def rerun_selection(
                             field=f"test_cases[{index}]",
                         )
                     )
-                kept[(s, index)] = before
+                kept[(s, index)] = position
         planned.indices = again
     if not any(p.indices for p in plan) and not kept:
         raise ConfigError(
@@ -371,4 +387,4 @@ def rerun_selection(
                 "selected suites failed, errored or was skipped in that report)"
             )
         )
-    return kept
+    return KeptResults(earlier.results, kept)

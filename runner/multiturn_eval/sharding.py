@@ -42,10 +42,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from .stored import KeptResults
 
 if TYPE_CHECKING:
     from .loaded import PlannedSuite
@@ -156,18 +158,20 @@ def owner(key: str, total: int) -> int:
 
 
 def keep_for_shard(
-    plan: Sequence[PlannedSuite], kept: dict[tuple[int, int], Any], spec: ShardSpec
-) -> dict[tuple[int, int], Any]:
+    plan: Sequence[PlannedSuite], kept: Mapping[tuple[int, int], Any], spec: ShardSpec
+) -> Mapping[tuple[int, int], Any]:
     """The ``--keep-passed`` results this shard carries (each lands in exactly one shard)."""
-    out = {}
+    mine = []
     keys: dict[int, list[str]] = {}
-    for (s, index), result in kept.items():
+    for s, index in kept:  # the keys only: the results stay where they are
         if s not in keys:  # once per suite, not once per result
             loaded = plan[s].loaded
             keys[s] = case_keys(loaded.display_path, loaded.cases.names())
         if owner(keys[s][index], spec.total) == spec.index:
-            out[(s, index)] = result
-    return out
+            mine.append((s, index))
+    if isinstance(kept, KeptResults):
+        return kept.restricted(mine)
+    return {key: kept[key] for key in mine}
 
 
 def split_id(items: Sequence[ShardItem], total: int) -> str:

@@ -20,12 +20,14 @@ and re-validates (nothing is cached, so a pass over 50,000 cases holds one).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+import weakref
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, overload
+from typing import Any, BinaryIO, overload
 
 from .results import CaseResult
 
@@ -88,7 +90,22 @@ def _read(handle: BinaryIO, offset: int, length: int) -> bytes:
     return data
 
 
-class StoredResults(Sequence[CaseResult]):
+class _Results(Sequence[CaseResult]):
+    """What the stored sequences share: truth by length, equality with any sequence of the
+    same results (a report read back == the run's)."""
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class StoredResults(_Results):
     """The results at ``spans`` of ``path``, read and validated one at a time.
 
     ``parse`` turns one span's bytes into a result (default: exact validation of
@@ -128,12 +145,161 @@ class StoredResults(Sequence[CaseResult]):
                 offset, length = self.spans[i]
                 yield self.parse(_read(handle, offset, length))
 
-    def __bool__(self) -> bool:
-        return len(self) > 0
-
 
 def stored(
     path: Path, spans: Iterable[tuple[int, int]] | Spans, parse: Parse | None = None
 ) -> StoredResults:
     """:class:`StoredResults` over ``spans`` (any (offset, length) pairs)."""
     return StoredResults(path, spans if isinstance(spans, Spans) else Spans(spans), parse)
+
+
+class StoredAcross(_Results):
+    """Results kept in several :class:`StoredResults` (``merge``: one per shard report), in
+    any order across them: entry ``i`` is result ``at[i]`` of part ``part[i]``.
+
+    8 bytes an entry over the parts' 16; iterating keeps one handle open per part.
+    """
+
+    def __init__(self, parts: Sequence[StoredResults], order: Iterable[tuple[int, int]]) -> None:
+        self.parts = list(parts)
+        self.part = array("i")
+        self.at = array("i")
+        for part, at in order:
+            self.part.append(part)
+            self.at.append(at)
+
+    def __len__(self) -> int:
+        return len(self.part)
+
+    @overload
+    def __getitem__(self, index: int) -> CaseResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
+    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
+        if isinstance(index, slice):
+            picked = range(*index.indices(len(self)))
+            return StoredAcross(self.parts, ((self.part[i], self.at[i]) for i in picked))
+        return self.parts[self.part[index]][self.at[index]]
+
+    def __iter__(self) -> Iterator[CaseResult]:
+        handles: dict[int, BinaryIO] = {}
+        try:
+            for part, at in zip(self.part, self.at, strict=True):
+                results = self.parts[part]
+                if isinstance(results, PinnedResults):
+                    yield results.parse(results.text(at))
+                    continue
+                handle = handles.get(part)
+                if handle is None:
+                    handle = handles[part] = results.path.open("rb")
+                offset, length = results.spans[at]
+                yield results.parse(_read(handle, offset, length))
+        finally:
+            for handle in handles.values():
+                handle.close()
+
+
+class KeptResults(Mapping[tuple[int, int], CaseResult]):
+    """Results of an earlier report by (suite position, case index), read when asked for:
+    ``--keep-passed`` carries them into a run's report without holding them (an int a
+    result here, the results themselves a :class:`StoredResults` over the earlier file)."""
+
+    def __init__(self, results: Sequence[CaseResult], positions: dict[tuple[int, int], int]):
+        self.results = results
+        self.positions = positions
+
+    def __getitem__(self, key: tuple[int, int]) -> CaseResult:
+        return self.results[self.positions[key]]
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter(self.positions)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __contains__(self, key: object) -> bool:  # Mapping's would read the result
+        return key in self.positions
+
+    def restricted(self, keys: Iterable[tuple[int, int]]) -> KeptResults:
+        """The same results, only those of ``keys`` (``--shard``: the shard's own)."""
+        return KeptResults(self.results, {key: self.positions[key] for key in keys})
+
+
+def fields_of(results: Sequence[CaseResult], *names: str) -> Iterator[tuple[Any, ...]]:
+    """The top-level fields ``names`` of each result, in order. Over a
+    :class:`StoredResults` (whose results were validated when it was made: a report
+    read back) from each stored text's JSON alone: a pass that needs a few fields
+    (merge's and the baseline's keys) skips building whole results."""
+    if not isinstance(results, StoredResults):
+        for result in results:
+            yield tuple(getattr(result, name) for name in names)
+        return
+    for text in _texts(results):
+        item = json.loads(text)
+        yield tuple(item[name] for name in names)
+
+
+def _texts(results: StoredResults) -> Iterator[bytes]:
+    if isinstance(results, PinnedResults):
+        yield from (results.text(i) for i in range(len(results)))
+        return
+    if not len(results):
+        return
+    with results.path.open("rb") as handle:
+        for i in range(len(results)):
+            offset, length = results.spans[i]
+            yield _read(handle, offset, length)
+
+
+class _Descriptor:
+    """A file opened for reading, closed when the last sequence over it goes."""
+
+    def __init__(self, path: Path) -> None:
+        self.handle = path.open("rb")
+        self.lock = threading.Lock()
+        weakref.finalize(self, self.handle.close)
+
+    def read(self, offset: int, length: int) -> bytes:
+        with self.lock:  # one position for every reader (os.pread is not on every platform)
+            return _read(self.handle, offset, length)
+
+
+class PinnedResults(StoredResults):
+    """A :class:`StoredResults` that keeps reading the file it was made over, as it was
+    then: a report read back stays readable when a run writes a new report over it (the
+    writer replaces the file; ``run --rerun-failed out/report.json --keep-passed`` reads
+    its kept results from the replaced one while it writes ``out/``)."""
+
+    def __init__(
+        self,
+        path: Path,
+        spans: Spans,
+        parse: Parse | None = None,
+        *,
+        file: _Descriptor | None = None,
+    ) -> None:
+        super().__init__(path, spans, parse)
+        self.file = file or _Descriptor(path)
+
+    def text(self, index: int) -> bytes:
+        """Result ``index``'s stored JSON text."""
+        offset, length = self.spans[index]
+        return self.file.read(offset, length)
+
+    @overload
+    def __getitem__(self, index: int) -> CaseResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
+    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
+        if isinstance(index, slice):
+            picked = Spans(self.spans[i] for i in range(*index.indices(len(self))))
+            return PinnedResults(self.path, picked, self.parse, file=self.file)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.parse(self.text(index))
+
+    def __iter__(self) -> Iterator[CaseResult]:
+        for i in range(len(self)):
+            yield self.parse(self.text(i))

@@ -35,12 +35,15 @@ file is held to what a suite can contain. Each rule below is a located
   that take text (:mod:`multiturn_eval.scalars`).
 - **keys** are scalars (text, numbers, booleans, null), never lists or
   mappings, and never NaN (which is not equal to itself).
-- **size**: at most :data:`MAX_NODES` (1,000,000) values written in the file,
-  which keeps loading any file under the loader's 64 MiB cap to a few hundred
-  MB and a few seconds, whatever it holds (about 150 bytes a value; the cap
-  alone would allow 30 million). A whole ConvFinQA dev split as one 20 MB suite
-  is about 400,000 values; 12,000 four-turn test cases with a tool assertion on
-  every turn, about 1,000,000.
+- **size**: at most :data:`MAX_NODES` (1,000,000) values written in the file
+  plus one per :data:`BYTES_PER_VALUE` (8) characters of text before the value.
+  Real suites spend 9 characters a value or more, so any of them under the
+  loader's 64 MiB cap loads (50,000 six-turn test cases with a tool assertion on
+  every turn: a 55 MB file, 5.8 million values); a file dense with values
+  (``[1,1,1,...]``: 30 million values in 60 MB) is refused when its first few
+  million characters are read, before it costs more than a few hundred MB
+  (about 150 bytes a value held). A whole ConvFinQA dev split as one 20 MB
+  suite is about 400,000 values.
 - **one document** per file.
 
 Parser errors say where the parser gave up and, when it knows, where the
@@ -56,6 +59,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any
 
 import yaml
@@ -99,7 +103,12 @@ MIN_ALIAS_BUDGET = 100_000
 MAX_NUMBER_CHARS = 100
 """Longest unquoted number (characters)."""
 MAX_NODES = 1_000_000
-"""Most values (scalars, lists, mappings) one file may write out."""
+"""Values (scalars, lists, mappings) any file may write out; more, one per
+:data:`BYTES_PER_VALUE` characters of text before the value."""
+BYTES_PER_VALUE = 8
+"""A large suite written out by hand or a script spends 9-12 characters a value (the
+bench's six-turn case, 9.4; a ConvFinQA dialogue, more); a file dense with values
+(``[1,1,1,...]``, 2) is refused soon after its first :data:`MAX_NODES` values."""
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -169,13 +178,16 @@ def _where(mark: Any) -> str:
 class _Open:
     """A list or mapping whose end event has not come yet."""
 
-    __slots__ = ("anchor", "key", "key_line", "line", "merges", "path", "size", "value")
+    __slots__ = ("anchor", "eff", "key", "key_line", "line", "merges", "path", "size", "value")
 
-    def __init__(self, value: Any, path: Path_, anchor: str | None, line: int) -> None:
+    def __init__(self, value: Any, path: Path_, anchor: str | None, line: int, eff: int) -> None:
         self.value = value
         self.path = path
         self.anchor = anchor
         self.line = line
+        self.eff = eff
+        """The line ``line_of(path)`` gives once the document is built (a mapping's value:
+        its key's line; anything else: where it starts)."""
         self.size = 1
         self.key: Any = _NO_KEY
         self.key_line = 0
@@ -225,7 +237,7 @@ class _Builder:
         top = self.stack[-1]
         top.size += size
         if type(top.value) is list:
-            self._line((*top.path, len(top.value)), line)
+            self._line((*top.path, len(top.value)), line, top.eff)
             top.value.append(value)
             return
         if top.key is _NO_KEY:  # this value is a key
@@ -240,6 +252,8 @@ class _Builder:
                 raise YamlSyntaxError("a mapping key cannot be NaN; quote it", line)
             if value in top.value:
                 first = self.lines.get((*top.path, value))
+                if first is None and len(top.path) < LINE_DEPTH:  # on its mapping's line
+                    first = top.eff
                 where = f" (first at line {first})" if first is not None else ""
                 raise YamlSyntaxError(f"duplicate key {value!r}{where}", line)
             top.key, top.key_line = value, line
@@ -247,32 +261,46 @@ class _Builder:
         if top.key is _MERGE:
             top.merges.append((value, top.key_line))
         else:
-            self._line((*top.path, top.key), top.key_line, replace=True)
+            self._line((*top.path, top.key), top.key_line, top.eff, replace=True)
             top.value[top.key] = value
         top.key = _NO_KEY
 
-    def _line(self, path: Path_, line: int, *, replace: bool = False) -> None:
+    def _line(self, path: Path_, line: int, parent: int, *, replace: bool = False) -> None:
+        """``path`` is at ``line``; ``parent``: the line its parent's path has (its ``eff``).
+
+        A value on its parent's line gets no entry: :meth:`YamlDocument.line_of` gives
+        the closest ancestor's line, the same one (most values of a large suite are on
+        the line of their mapping or list item: this keeps the index to a third).
+        """
         if len(path) <= LINE_DEPTH:
-            if replace:
+            if line == parent:
+                if replace:
+                    self.lines.pop(path, None)
+            elif replace:
                 self.lines[path] = line
             else:
                 self.lines.setdefault(path, line)
 
-    def _count(self, line: int) -> None:
+    def _count(self, line: int, at: int) -> None:
+        """One more value, starting at character ``at`` of the text."""
         self.nodes += 1
-        if self.nodes > MAX_NODES:
+        if self.nodes > MAX_NODES + at // BYTES_PER_VALUE:
             raise YamlSyntaxError(
-                f"the file holds more than {MAX_NODES:,} values (scalars, lists and mappings); "
-                "split it into several suite files",
+                f"the file holds more than {MAX_NODES:,} values (scalars, lists and mappings) "
+                f"plus one per {BYTES_PER_VALUE} characters of text ({self.nodes:,} values in "
+                f"its first {at:,} characters); split it into several suite files, or put the "
+                "test cases in a JSON Lines file (test_cases_file:)",
                 line,
             )
 
     def scalar(self, event: Any) -> None:
         line = event.start_mark.line + 1
-        self._count(line)
+        self._count(line, event.start_mark.index)
         tag = event.tag
         text = event.value
         is_key = self._child_path(line) is None
+        if is_key:  # the same few keys in every test case: one string each, not one a case
+            text = intern(text)
         if (tag is None and event.style) or tag == "!":  # quoted, block or '!': a string
             value: Any = text
         else:
@@ -348,7 +376,7 @@ class _Builder:
 
     def start(self, event: Any, value: dict[Any, Any] | list[Any]) -> None:
         line = event.start_mark.line + 1
-        self._count(line)
+        self._count(line, event.start_mark.index)
         allowed = _MAP_TAGS if type(value) is dict else _SEQ_TAGS
         if event.tag not in allowed:
             raise YamlSyntaxError(
@@ -365,10 +393,17 @@ class _Builder:
                 f"(the outermost starts at line {self.stack[0].line})",
                 line,
             )
-        self._line(path, line)
+        if not self.stack:
+            eff = line
+            self.lines.setdefault(path, line)
+        else:
+            top = self.stack[-1]
+            mapping_value = type(top.value) is not list and top.key is not _MERGE
+            eff = top.key_line if mapping_value else line
+            self._line(path, eff, top.eff, replace=mapping_value)
         if event.anchor is not None:
             self.anchors[event.anchor] = (_OPEN_ANCHOR, 0)
-        self.stack.append(_Open(value, path, event.anchor, line))
+        self.stack.append(_Open(value, path, event.anchor, line, eff))
 
     def end(self) -> None:
         done = self.stack.pop()
@@ -394,7 +429,7 @@ class _Builder:
                 for key, item in source.items():
                     if key not in merged and key not in done.value:
                         merged[key] = item
-                        self._line((*done.path, key), line)
+                        self._line((*done.path, key), line, done.eff)
         merged.update(done.value)
         return merged
 

@@ -26,7 +26,7 @@ or simulator (``Simulation.digest``) or its scripted opening is not the recorded
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -50,21 +50,29 @@ _OPEN_PREFIX = "could not open a session: "
 class CaseMarks:
     """What the replay did with one test case of the current suite."""
 
-    recorded: CaseResult | None
-    """The recorded case it replayed (None: not in the report)."""
+    key: tuple[str, str, int]
+    """(suite, name, occurrence) of the recorded case it replayed."""
+    source: Mapping[tuple[str, str, int], CaseResult] = field(repr=False)
+    """The recorded cases (read again when asked for: a mark holds no result)."""
     turns: dict[int, str] = field(default_factory=dict)
     """turn index -> ``recorded`` (no reply recorded: kept as it was) or a not-regradable reason."""
     refused: str | None = None
     """Why the whole case is not regradable although the report has it (a simulation
     changed); None: it is replayed."""
 
+    @property
+    def recorded(self) -> CaseResult | None:
+        """The recorded case it replayed (None: not in the report)."""
+        return self.source.get(self.key)
+
 
 @dataclass
 class ReplayState:
     """The recorded report, indexed, and the marks every session leaves (shared by suites)."""
 
-    recorded: dict[tuple[str, str, int], CaseResult]
-    """(suite, name, occurrence) -> the recorded test case."""
+    recorded: Mapping[tuple[str, str, int], CaseResult]
+    """(suite, name, occurrence) -> the recorded test case (regrade: read from the report
+    file when asked for, :class:`~multiturn_eval.regrade.RecordedCases`)."""
     marks: dict[tuple[str, int], CaseMarks] = field(default_factory=dict)
     """(suite, current case index) -> what the replay did."""
     calls: int = 0
@@ -131,7 +139,7 @@ class ReplayBackend:
         self._opened[name] = occurrence + 1
         suite = self._suite.display_path
         recorded = self._state.recorded.get((suite, name, occurrence))
-        marks = CaseMarks(recorded)
+        marks = CaseMarks((suite, name, occurrence), self._state.recorded)
         index = self._index(name, occurrence)
         self._state.marks[(suite, index)] = marks
         if recorded is None:
