@@ -26,10 +26,10 @@ import weakref
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, overload
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .results import CaseResult
-from .stored import ResultFile
+from .stored import ResultFile, ResultSequence
 from .stored import _read as read_span
 from .types import STORED
 
@@ -169,7 +169,7 @@ def _unlink(path: Path) -> None:
 Make = Callable[[], CaseResult]
 
 
-class RunResults(Sequence[CaseResult]):
+class RunResults(ResultSequence):
     """A report's results, in plan order, read from a :class:`RunStore` one at a time.
 
     Built when a report is built (:meth:`multiturn_eval.scheduler.RunState.final_results`):
@@ -207,29 +207,19 @@ class RunResults(Sequence[CaseResult]):
             result = _parse(redacted_text(result, self.redacted_by))
         return result
 
-    def _get(self, i: int, handle: BinaryIO | None) -> CaseResult:
+    def _read(self, i: int, handle: BinaryIO | None) -> CaseResult:
         offset = self.offsets[i]
         if offset < 0:
             return self._made(i)
         assert handle is not None
         return _parse(read_span(handle, offset, self.lengths[i]))
 
-    @overload
-    def __getitem__(self, index: int) -> CaseResult: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
-    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
+    def _get(self, index: int) -> CaseResult:
         if self.offsets[index] < 0:
             return self._made(index)
         assert self.store.path is not None
         with self.store.path.open("rb") as handle:
-            return self._get(index, handle)
+            return self._read(index, handle)
 
     def __iter__(self) -> Iterator[CaseResult]:
         handle: BinaryIO | None = None
@@ -238,21 +228,10 @@ class RunResults(Sequence[CaseResult]):
                 if handle is None and self.offsets[i] >= 0:
                     assert self.store.path is not None
                     handle = self.store.path.open("rb")
-                yield self._get(i, handle)
+                yield self._read(i, handle)
         finally:
             if handle is not None:
                 handle.close()
-
-    def __bool__(self) -> bool:
-        return len(self) > 0
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to any sequence of equal results (a report read back compares equal)."""
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"RunResults({len(self)} results from {self.store.path or 'memory'})"

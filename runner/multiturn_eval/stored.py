@@ -90,9 +90,40 @@ def _read(handle: BinaryIO, offset: int, length: int) -> bytes:
     return data
 
 
-class _Results(Sequence[CaseResult]):
-    """What the stored sequences share: truth by length, equality with any sequence of the
-    same results (a report read back == the run's)."""
+class ResultSequence(Sequence[CaseResult]):
+    """What every read-only sequence of results shares (these here, the run's
+    :class:`~multiturn_eval.run_store.RunResults`, the writer's
+    :class:`~multiturn_eval.reports.writer.RedactedResults`): an index (negative from
+    the end, :class:`IndexError` outside) reads entry :meth:`_get`; a slice is a list
+    unless :meth:`_slice` makes a sequence of its own kind; truth by length; equal to
+    any sequence of equal results (a report read back == the run's).
+
+    A subclass gives ``__len__`` and ``_get(i)`` (``0 <= i < len``), and an
+    ``__iter__`` of its own where a pass can read faster than ``_get`` after ``_get``.
+    """
+
+    def _get(self, index: int) -> CaseResult:
+        raise NotImplementedError
+
+    def _slice(self, index: slice) -> Sequence[CaseResult]:
+        return [self._get(i) for i in range(*index.indices(len(self)))]
+
+    @overload
+    def __getitem__(self, index: int) -> CaseResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
+    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
+        if isinstance(index, slice):
+            return self._slice(index)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._get(index)
+
+    def __iter__(self) -> Iterator[CaseResult]:
+        for i in range(len(self)):
+            yield self._get(i)
 
     def __bool__(self) -> bool:
         return len(self) > 0
@@ -104,8 +135,11 @@ class _Results(Sequence[CaseResult]):
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} results)"
 
-class StoredResults(_Results):
+
+class StoredResults(ResultSequence):
     """The results at ``spans`` of ``path``, read and validated one at a time.
 
     ``parse`` turns one span's bytes into a result (default: exact validation of
@@ -121,29 +155,25 @@ class StoredResults(_Results):
     def __len__(self) -> int:
         return len(self.spans)
 
-    @overload
-    def __getitem__(self, index: int) -> CaseResult: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
-    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
-        if isinstance(index, slice):
-            picked = Spans(self.spans[i] for i in range(*index.indices(len(self))))
-            return StoredResults(self.path, picked, self.parse)
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
+    def text(self, index: int) -> bytes:
+        """Result ``index``'s stored JSON text."""
         offset, length = self.spans[index]
         with self.path.open("rb") as handle:
-            return self.parse(_read(handle, offset, length))
+            return _read(handle, offset, length)
+
+    def _over(self, spans: Spans) -> StoredResults:
+        """The same file's results at ``spans``."""
+        return StoredResults(self.path, spans, self.parse)
+
+    def _get(self, index: int) -> CaseResult:
+        return self.parse(self.text(index))
+
+    def _slice(self, index: slice) -> StoredResults:
+        return self._over(Spans(self.spans[i] for i in range(*index.indices(len(self)))))
 
     def __iter__(self) -> Iterator[CaseResult]:
-        if not len(self):
-            return
-        with self.path.open("rb") as handle:
-            for i in range(len(self)):
-                offset, length = self.spans[i]
-                yield self.parse(_read(handle, offset, length))
+        for text in _texts(self):
+            yield self.parse(text)
 
 
 def stored(
@@ -153,7 +183,7 @@ def stored(
     return StoredResults(path, spans if isinstance(spans, Spans) else Spans(spans), parse)
 
 
-class StoredAcross(_Results):
+class StoredAcross(ResultSequence):
     """Results kept in several :class:`StoredResults` (``merge``: one per shard report), in
     any order across them: entry ``i`` is result ``at[i]`` of part ``part[i]``.
 
@@ -171,15 +201,12 @@ class StoredAcross(_Results):
     def __len__(self) -> int:
         return len(self.part)
 
-    @overload
-    def __getitem__(self, index: int) -> CaseResult: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
-    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
-        if isinstance(index, slice):
-            picked = range(*index.indices(len(self)))
-            return StoredAcross(self.parts, ((self.part[i], self.at[i]) for i in picked))
+    def _get(self, index: int) -> CaseResult:
         return self.parts[self.part[index]][self.at[index]]
+
+    def _slice(self, index: slice) -> StoredAcross:
+        picked = range(*index.indices(len(self)))
+        return StoredAcross(self.parts, ((self.part[i], self.at[i]) for i in picked))
 
     def __iter__(self) -> Iterator[CaseResult]:
         handles: dict[int, BinaryIO] = {}
@@ -286,20 +313,5 @@ class PinnedResults(StoredResults):
         offset, length = self.spans[index]
         return self.file.read(offset, length)
 
-    @overload
-    def __getitem__(self, index: int) -> CaseResult: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
-    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
-        if isinstance(index, slice):
-            picked = Spans(self.spans[i] for i in range(*index.indices(len(self))))
-            return PinnedResults(self.path, picked, self.parse, file=self.file)
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        return self.parse(self.text(index))
-
-    def __iter__(self) -> Iterator[CaseResult]:
-        for i in range(len(self)):
-            yield self.parse(self.text(i))
+    def _over(self, spans: Spans) -> PinnedResults:
+        return PinnedResults(self.path, spans, self.parse, file=self.file)

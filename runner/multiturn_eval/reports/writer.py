@@ -26,13 +26,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import overload
 
 from .._version import __version__
 from ..environment import RunEnvironment
 from ..results import CaseResult, GitHubRun, Report, RunInfo
 from ..rollup import summarize
 from ..secrets import Redactor
+from ..stored import ResultSequence
 from .json_report import dump_json
 
 #: format -> (file name, "module:function") rendering a Report to text
@@ -158,7 +158,7 @@ def redact_report(report: Report, redact: Redactor) -> Report:
     return clean
 
 
-class RedactedResults(Sequence[CaseResult]):
+class RedactedResults(ResultSequence):
     """``results`` with every secret replaced in each one's data, as each is read."""
 
     def __init__(self, results: Sequence[CaseResult], redact: Redactor) -> None:
@@ -178,14 +178,11 @@ class RedactedResults(Sequence[CaseResult]):
     def __len__(self) -> int:
         return len(self.results)
 
-    @overload
-    def __getitem__(self, index: int) -> CaseResult: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[CaseResult]: ...
-    def __getitem__(self, index: int | slice) -> CaseResult | Sequence[CaseResult]:
-        if isinstance(index, slice):
-            return [self._clean(case) for case in self.results[index]]
+    def _get(self, index: int) -> CaseResult:
         return self._clean(self.results[index])
+
+    def _slice(self, index: slice) -> Sequence[CaseResult]:
+        return [self._clean(case) for case in self.results[index]]
 
     def __iter__(self) -> Iterator[CaseResult]:
         for case in self.results:
