@@ -296,18 +296,7 @@ def test_merge_reports_restores_suite_order_for_any_split() -> None:
         for number in range(total):
             mine = [r for r, sh in zip(results, shards, strict=True) if sh == number]
             rng.shuffle(mine)  # completion order; the merge sorts
-            run = RunInfo(
-                suites=suites,
-                started_at="2026-12-01T10:00:00.000Z",
-                finished_at=f"2026-12-01T10:0{number}:00.000Z",
-                duration_ms=1.0,
-                complete=True,
-                shard=ShardInfo(index=number + 1, total=total, split_id=sid),
-                suite_hashes={s: "sha256:x" for s in suites},
-            )
-            reports.append(
-                (f"shard-{number}", Report(run=run, summary=summarize(mine), results=mine))
-            )
+            reports.append((f"shard-{number}", _shard(suites, number + 1, total, mine, sid)))
         rng.shuffle(reports)
         merged = merge_reports(reports)
         assert merged.results == results
@@ -316,15 +305,17 @@ def test_merge_reports_restores_suite_order_for_any_split() -> None:
         assert merged.run.duration_ms == (total - 1) * 60_000
 
 
-def _shard(suites: list[str], number: int, total: int, mine: list[CaseResult]) -> Report:
-    """Shard ``number`` of ``total`` holding the results ``mine``."""
+def _shard(
+    suites: list[str], number: int, total: int, mine: list[CaseResult], split_id: str = "x"
+) -> Report:
+    """Shard ``number`` of ``total`` (of split ``split_id``) holding the results ``mine``."""
     run = RunInfo(
         suites=suites,
         started_at="2026-12-01T10:00:00.000Z",
         finished_at=f"2026-12-01T10:0{number - 1}:00.000Z",
         duration_ms=1.0,
         complete=True,
-        shard=ShardInfo(index=number, total=total, split_id="x"),
+        shard=ShardInfo(index=number, total=total, split_id=split_id),
         suite_hashes={s: "sha256:x" for s in suites},
     )
     return Report(run=run, summary=summarize(mine), results=mine)
