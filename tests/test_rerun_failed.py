@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests import agents
-from tests.conftest import Project
+from tests.conftest import CliResult, Project
 
 SUITE = """\
 agent: {backend: python, factory: "tests.agents:scripted"}
@@ -53,6 +53,13 @@ def fix_everything(project: Project) -> None:
     )
 
 
+def keep_passed(project: Project, report: Path | str, out: str) -> CliResult:
+    """`run suite.yaml --rerun-failed REPORT --keep-passed -o OUT`."""
+    return project.run(
+        "run", "suite.yaml", "--rerun-failed", str(report), "--keep-passed", "-o", out
+    )
+
+
 def test_only_failed_and_errored_cases_run_again(project: Project) -> None:
     report = first_run(project)
     fix_everything(project)
@@ -70,9 +77,7 @@ def test_keep_passed_gives_a_complete_report_in_suite_order(project: Project) ->
     report = first_run(project)
     earlier = json.loads(report.read_text())
     fix_everything(project)
-    result = project.run(
-        "run", "suite.yaml", "--rerun-failed", str(report), "--keep-passed", "-o", "again"
-    )
+    result = keep_passed(project, report, "again")
     assert result.code == 0, result.err
     results = result.report["results"]
     assert [(r["index"], r["name"], r["outcome"]) for r in results] == [
@@ -121,9 +126,7 @@ def test_nothing_to_rerun_is_a_configuration_error(project: Project) -> None:
     assert result.code == 2
     assert "nothing to run again" in result.err
     # with --keep-passed the earlier results make a complete report on their own
-    kept = project.run(
-        "run", "suite.yaml", "--rerun-failed", "first/report.json", "--keep-passed", "-o", "k"
-    )
+    kept = keep_passed(project, "first/report.json", "k")
     assert kept.code == 0
     assert [r["name"] for r in kept.report["results"]] == ["p0"]
 
@@ -161,9 +164,7 @@ def test_a_kept_report_merges_like_a_full_run(project: Project) -> None:
     report = first_run(project)
     fix_everything(project)
     whole = project.run("run", "suite.yaml", "-o", "whole")
-    kept = project.run(
-        "run", "suite.yaml", "--rerun-failed", str(report), "--keep-passed", "-o", "again"
-    )
+    kept = keep_passed(project, report, "again")
     assert [(r["name"], r["outcome"]) for r in kept.report["results"]] == [
         (r["name"], r["outcome"]) for r in whole.report["results"]
     ]
@@ -237,9 +238,7 @@ def test_keep_passed_into_the_directory_of_the_report_it_reruns(project: Project
     report = first_run(project)
     earlier = json.loads(report.read_text())
     fix_everything(project)
-    result = project.run(
-        "run", "suite.yaml", "--rerun-failed", str(report), "--keep-passed", "-o", "first"
-    )
+    result = keep_passed(project, report, "first")
     assert result.code == 0, result.err
     again = json.loads(report.read_text())
     assert [r["outcome"] for r in again["results"]] == ["passed"] * 5
