@@ -585,3 +585,32 @@ def test_duplicate_metric_names_in_one_list(project: Project) -> None:
         "evaluations:\n  - {type: standard, metric: numeric}\n  - {type: standard, metric: numeric}\ntest_cases:\n  - input: x\n",
     )
     assert "evaluations[1].name: metric name 'numeric' is already used by evaluations[0]" in error
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["model-issues", "checks-after"])
+@pytest.mark.parametrize("cases", [3, 1_201], ids=["validated-whole", "validated-one-by-one"])
+def test_a_large_suite_says_the_same_issues_as_a_small_one(
+    project: Project, cases: int, checked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``loader.ONE_BY_ONE`` written test cases each case is validated on its own and
+    its parsed YAML let go: the issues (the header's, the first case's, a late case's, and
+    a check after validation that names the case) are those of the suite validated in one
+    go, in the same order."""
+    from multiturn_eval import loader
+
+    late = cases - 1
+    # model issues: the header's, the first case's, a late one's; checks after: a missing
+    # file of a late turn (named with its case's written name)
+    bad = "    files: [{path: missing.png}]\n" if checked else "    ground_truht: 1\n"
+    body = "test_cases:\n" if checked else "execution:\n  turn_timeout: -1\ntest_cases:\n"
+    for i in range(cases):
+        extra = bad if i in (0, late) else ""
+        body += f"  - name: case-{i}\n    input: hi {i}\n{extra}"
+    assert (cases > loader.ONE_BY_ONE) == (cases == 1_201)  # each path is taken once
+    errors = config_errors(project, body)
+    monkeypatch.setattr(loader, "ONE_BY_ONE", 10**9)  # the same suite validated in one go
+    assert config_errors(project, body) == errors
+    word = "missing.png" if checked else "ground_truht"
+    assert any(f'test_cases[{late}] ("case-{late}")' in e and word in e for e in errors)
+    assert any('test_cases[0] ("case-0")' in e and word in e for e in errors)
+    assert checked or any("turn_timeout" in e for e in errors)
