@@ -96,6 +96,27 @@ def test_files_that_are_not_json_reports(tmp_path: Path, content: bytes) -> None
         load_report(path)
 
 
+_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"schema_version": "1", "run": ' + _DEEP + ', "results": []}',
+        '{"schema_version": "1", "results": [' + _DEEP + "]}",
+        '{"results": [' + _DEEP + '], "schema_version": "1"}',
+    ],
+    ids=["in-the-head", "a-result", "results-first"],
+)
+def test_json_nested_too_deeply_is_not_json_not_a_crash(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    with pytest.raises(ReportFormatError, match=r"r\.json: not JSON.*nested too deeply"):
+        load_report(path)
+    with pytest.raises(ReportFormatError, match=r"r\.json: not JSON.*nested too deeply"):
+        parse_report(text, str(path))
+
+
 def test_missing_and_non_regular_files(tmp_path: Path) -> None:
     with pytest.raises(ReportFormatError, match="does not exist"):
         load_report(tmp_path / "nope.json")

@@ -62,6 +62,8 @@ def parse_report(text: str | bytes, source: str = "report.json") -> Report:
         data = json.loads(text)
     except ValueError as exc:
         raise ReportFormatError(f"{source}: not JSON ({exc})") from None
+    except RecursionError:
+        raise ReportFormatError(f"{source}: not JSON (a value nested too deeply)") from None
     _check_version(data, source)
     try:
         return Report.model_validate(_known(Report, data))
@@ -213,6 +215,8 @@ class _Scan:
                     continue
                 where = self.at + len(self.buf[start : exc.pos].encode("utf-8", "surrogatepass"))
                 raise _NotJSON(f"{exc.msg}: byte {where}") from None
+            except RecursionError:  # arrays or objects nested thousands deep
+                raise _NotJSON(f"a value nested too deeply at byte {self.at}") from None
             if end >= len(self.buf) and self.more():  # a number may go on in the next chunk
                 start = self.pos
                 continue
