@@ -5,7 +5,7 @@
     python bench/reliability/load.py --old-root /path/to/an/old/checkout   # old vs new, one run
     python bench/reliability/load.py --jsonl         # the cases from a JSON Lines file
     python bench/reliability/load.py --jsonl --validate   # `validate` alone, no run
-    python bench/reliability/load.py --jsonl --slope 200,1000   # CI: fails above 3 KiB a case
+    python bench/reliability/load.py --jsonl --slope 1000,5000 -p 16   # CI: fails above 3 KiB a case
 
 Each size runs ``multiturn-eval run`` in a fresh process (zero-latency python
 agent, two evaluators and one tool assertion per turn, all four reports) and
