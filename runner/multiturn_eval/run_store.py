@@ -26,7 +26,7 @@ import weakref
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from .results import CaseResult
 from .stored import ResultFile, ResultSequence
@@ -50,6 +50,7 @@ def redacted_text(result: CaseResult, redact: Redactor) -> str:
     longer reads back, the strings of the result are redacted one by one instead.
     """
     from .reports.json_report import dump_json
+    from .secrets import redact_json
 
     text = dump_json(result)
     clean = redact(text)
@@ -58,19 +59,9 @@ def redacted_text(result: CaseResult, redact: Redactor) -> str:
     try:
         CaseResult.model_validate_json(clean)
     except ValueError:
-        data = _redact_strings(json.loads(text), redact)
+        data = redact_json(json.loads(text), redact)
         clean = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     return clean
-
-
-def _redact_strings(value: Any, redact: Redactor) -> Any:
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, list):
-        return [_redact_strings(v, redact) for v in value]
-    if isinstance(value, dict):
-        return {redact(k): _redact_strings(v, redact) for k, v in value.items()}
-    return value
 
 
 def _parse(data: bytes | str) -> CaseResult:

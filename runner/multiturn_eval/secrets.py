@@ -201,3 +201,17 @@ def _emit(node: dict[str, Any]) -> str:
 
 
 _CUT_MARK = re.compile(r"…|\.\.\.")
+
+
+def redact_json(value: Any, redact: Redactor) -> Any:
+    """``value`` (parsed JSON) with every string and object key redacted; the same object
+    when the redactor has nothing to redact."""
+    if not redact.active:
+        return value
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(k): redact_json(v, redact) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_json(v, redact) for v in value]
+    return value
