@@ -206,6 +206,28 @@ CALL = (
 )
 
 
+def test_a_recorded_request_matches_canonically_and_its_response_keeps_its_numbers(
+    tmp_path: Path,
+) -> None:
+    """One parse of a fixture line serves both readings unless it holds a whole number
+    written as a float: the request is matched with ``0.0`` as ``0`` (a hand-edited or older
+    recording still matches), while the recorded response keeps ``1.0`` a float (what the
+    agent gets back is what was recorded)."""
+    floats = CALL.replace('{"a": 1}', '{"a": 1, "temperature": 0.0}').replace(
+        '{"ok": true}', '{"ok": true, "score": 1.0, "rate": 2.5}'
+    )
+    for line, score in ((CALL, None), (floats, 1.0)):
+        fixture = parse_fixture(f"{META}\n{line}\n".encode(), tmp_path / "f.jsonl")
+        (call,) = fixture.calls
+        now = {"a": 1, "temperature": 0} if score is not None else {"a": 1}
+        assert call.request.key == canonical_request("POST", "/v1/messages", now).key
+        body = call.response.body.value
+        assert body.get("score") == score and type(body.get("score")) is type(score)
+        if score is not None:
+            assert type(body["rate"]) is float and call.request.body.value["temperature"] == 0
+            assert type(call.request.body.value["temperature"]) is int
+
+
 def damaged(**changes: Any) -> str:
     entry = json.loads(CALL)
     for key, value in changes.items():

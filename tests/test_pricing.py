@@ -16,6 +16,7 @@ import pytest
 from multiturn_eval.pricing import (
     Price,
     TablePrice,
+    _resolved,
     _table,
     _table_price,
     agent_provider,
@@ -254,6 +255,35 @@ def test_a_request_costs_what_genai_prices_own_calculation_says() -> None:
                 assert price.cost(usage) == price.cost(usage)  # the kept part is reused
                 checked += 1
     assert checked > 300
+
+
+def test_a_count_not_reported_is_inferred_as_genai_prices_infers_it() -> None:
+    """A count the usage leaves out is 0, or an error when a count inside it was reported
+    (cache reads without input tokens): the same answer as genai-prices' own calculation,
+    every time (it is worked out once per set of reported counts)."""
+    from datetime import UTC, datetime
+
+    from genai_prices import Usage
+
+    price = _table_price("claude-sonnet-4-5", "anthropic")
+    assert price is not None
+    calculate = _resolved(price.info.get_prices(datetime.now(UTC)))
+    for usage in (
+        Usage(output_tokens=10),  # no input reported: inferred 0
+        Usage(input_tokens=100, output_tokens=10),  # no cache counts: inferred 0
+        Usage(input_tokens=5, cache_read_tokens=0, output_tokens=1),
+    ):
+        engine = price.info.calc_price(
+            usage, price.source, genai_request_timestamp=datetime.now(UTC)
+        )
+        assert calculate(usage) == calculate(usage) == float(engine.total_price)
+    refused = Usage(cache_read_tokens=50, output_tokens=1)  # inside input, input not reported
+    with pytest.raises(ValueError) as engine_error:
+        price.info.calc_price(refused, price.source, genai_request_timestamp=datetime.now(UTC))
+    for _ in range(2):
+        with pytest.raises(ValueError) as ours:
+            calculate(refused)
+        assert str(ours.value) == str(engine_error.value)
 
 
 # ------------------------------------------------------------------ providers
@@ -539,11 +569,23 @@ test_cases:
   - input: hello
 """
 
+OVERRIDDEN_JUDGE_SUITE = """\
+agent: {backend: python, factory: tests.agents:scripted}
+judge: {backend: anthropic, model: claude-in-house-1}
+pricing:
+  claude-in-house-1: {input: 1, output: 2}
+evaluations:
+  - {type: judge, rubric: is it polite?}
+test_cases:
+  - input: hello
+"""
+
 
 @pytest.mark.parametrize(
     ("suite", "argv"),
     [
         (CLAUDE_SUITE, ["validate", "suite.yaml"]),
+        (OVERRIDDEN_JUDGE_SUITE, ["run", "suite.yaml", "-o", "out"]),
         (PYTHON_SUITE, ["validate", "suite.yaml"]),
         (PYTHON_SUITE, ["run", "suite.yaml", "-o", "out", "--max-cost", "1"]),
         (OVERRIDDEN_SUITE, ["run", "suite.yaml", "-o", "out", "--max-cost", "1"]),

@@ -217,10 +217,31 @@ def _resolved(price: TableModelPrice) -> Callable[[Usage], float]:
         ]
         per_request = any(unit.usage_key == "requests" for unit, _ in units)
 
+        # A count the usage does not report is inferred by genai-prices (``Usage.__getattr__``:
+        # 0, or an error when a more specific count was reported without it), from nothing but
+        # which counts were reported above 0: worked out once per such set, not per request.
+        inferred: dict[tuple[str, frozenset[str]], Any] = {}
+
+        def count_of(usage: Usage, key: str) -> Any:
+            values = vars(usage)
+            if key in values:  # what __init__ stored (validated; a None is never stored)
+                return values[key]
+            positive = frozenset(k for k, v in values.items() if v)
+            known = inferred.get((key, positive))
+            if known is None:
+                try:
+                    known = _usage_value(usage, key)
+                except ValueError as exc:
+                    known = exc
+                inferred[(key, positive)] = known
+            if isinstance(known, ValueError):
+                raise ValueError(*known.args)
+            return known
+
         def calculate(usage: Usage) -> float:
             counts: dict[str, Any] = {}
             for key, inner in plan:
-                count = subtract_usage_values(_usage_value(usage, key), [counts[k] for k in inner])
+                count = subtract_usage_values(count_of(usage, key), [counts[k] for k in inner])
                 if count < 0:
                     raise ValueError(f"{key} less the counts it includes is negative")
                 counts[key] = count

@@ -575,6 +575,24 @@ class _Pipeline:
         )
         return plan
 
+    @staticmethod
+    def _price_callers(plan: Sequence[PlannedSuite]) -> None:
+        """Look up the judges' and simulated users' prices now, while the run sets up (as an
+        agent backend's is looked up when it is made): reading genai-prices' table costs about
+        40 ms once, which the first judged turn or simulated message would pay otherwise. A
+        price the suite's ``pricing:`` gives reads no table."""
+        from .pricing import judge_provider, price_for
+
+        for p in plan:
+            callers = set(p.loaded.judge_models)
+            for case in p.loaded.simulations.values():
+                simulator = case.simulator
+                if simulator.endpoint is not None and simulator.model is not None:
+                    provider = judge_provider(simulator.backend, simulator.api_version)
+                    callers.add((simulator.model, provider))
+            for model, provider in callers:
+                price_for(model, p.loaded.suite.pricing, provider=provider)
+
     def create_backends(self, plan: Sequence[PlannedSuite]) -> list[Backend]:
         from .backends.base import create_backend
 
@@ -605,6 +623,8 @@ class _Pipeline:
                 timeout=self.run_settings.turn_timeout, fixtures=outside
             )
             self.simulators.prepare(users)
+        if endpoints or self.simulators is not None:
+            self._price_callers(plan)
         secrets: set[str] = set()
         for planned, backend in zip(plan, backends, strict=True):
             secrets |= planned.loaded.secrets
