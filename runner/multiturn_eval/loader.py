@@ -161,28 +161,18 @@ def _substitute(
     an API key whose variable is unset is put in ``unset_keys`` (the loader drops it)."""
     # copy on write: a list or mapping with no ${VAR} below it is returned as it is, so a
     # large suite is not held twice while it is validated (issue 23)
-    if isinstance(value, dict):
-        changed: dict[Any, Any] | None = None
-        for k, v in value.items():
+    if isinstance(value, dict | list):
+        entries = value.items() if isinstance(value, dict) else enumerate(value)
+        changed: Any = None
+        for key, v in entries:
             new = _substitute(
-                v, (*path, k), env, locator, issues, secrets, unused, unset_keys, keyless
+                v, (*path, key), env, locator, issues, secrets, unused, unset_keys, keyless
             )
             if new is not v:
                 if changed is None:
-                    changed = dict(value)
-                changed[k] = new
+                    changed = dict(value) if isinstance(value, dict) else list(value)
+                changed[key] = new
         return value if changed is None else changed
-    if isinstance(value, list):
-        items: list[Any] | None = None
-        for i, v in enumerate(value):
-            new = _substitute(
-                v, (*path, i), env, locator, issues, secrets, unused, unset_keys, keyless
-            )
-            if new is not v:
-                if items is None:
-                    items = list(value)
-                items[i] = new
-        return value if items is None else items
     if not isinstance(value, str) or "$" not in value:
         return value
     secret_field = (
