@@ -59,32 +59,36 @@ VERDICT_FIELDS = {
 
 
 def placeholders_of(
-    template: str, known: frozenset[str], whose: str
+    template: str, known: frozenset[str], whose: str, required: Sequence[str] = ()
 ) -> tuple[set[str], str | None]:
-    """The placeholders ``template`` names, and the problem if one is not in ``known``
-    (``whose`` names the kind of prompt in the message), else None."""
+    """The placeholders ``template`` names, and the problem if one is not in ``known`` or one
+    of ``required`` is missing (``whose`` names the kind of prompt in the message), else None."""
     names = {m.group(1) for m in PLACEHOLDER.finditer(template)}
     unknown = sorted(names - known)
-    if not unknown:
-        return names, None
-    return names, f"unknown placeholder {{{{{unknown[0]}}}}}; {whose} knows " + ", ".join(
-        f"{{{{{n}}}}}" for n in sorted(known)
-    )
+    if unknown:
+        return names, f"unknown placeholder {{{{{unknown[0]}}}}}; {whose} knows " + ", ".join(
+            f"{{{{{n}}}}}" for n in sorted(known)
+        )
+    missing = [name for name in required if name not in names]
+    return names, f"the prompt has no {{{{{missing[0]}}}}} placeholder" if missing else None
 
 
 @functools.cache
+def packaged_prompt(package: str) -> str:
+    """The ``prompt.md`` shipped in ``package`` (the judges' and the simulated users')."""
+    return resources.files(package).joinpath("prompt.md").read_text(encoding="utf-8")
+
+
 def packaged_template() -> str:
     """The template shipped in the package (``grading/judges/prompt.md``)."""
-    return resources.files(__package__).joinpath("prompt.md").read_text(encoding="utf-8")
+    return packaged_prompt(__package__)
 
 
 def template_problem(template: str) -> str | None:
     """Why ``template`` cannot be a judge prompt (unknown placeholders, no data), or None."""
-    names, problem = placeholders_of(template, PLACEHOLDERS, "a judge prompt")
+    names, problem = placeholders_of(template, PLACEHOLDERS, "a judge prompt", ("rubric",))
     if problem:
         return problem
-    if "rubric" not in names:
-        return "the prompt has no {{rubric}} placeholder"
     if not names & {"data", "reply", "transcript"}:
         return "the prompt shows no agent text: give it {{data}} (or {{reply}} / {{transcript}})"
     return None
