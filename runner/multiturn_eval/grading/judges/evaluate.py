@@ -29,7 +29,6 @@ from ...results import MetricResult
 from ...suite import JudgeConfig, JudgeEvaluation, ModelPrice
 from ...types import ConversationContext, TokenUsage
 from ..recorded import RECORDED_JUDGEMENTS, JudgeKey
-from .clients import JudgeRequest
 from .prompt import TranscriptTurn, packaged_template, render
 from .service import JUDGES, JudgeService, merge_levels, resolve
 from .verdict import check_verdict
@@ -130,17 +129,7 @@ async def _judge(
     prompt = render(
         texts.template(spec), rubric=texts.rubric(spec), scale=spec.scale, **prompt_args
     )
-    request = JudgeRequest(
-        backend=judge.backend,
-        model=judge.model,
-        base_url=judge.base_url,
-        api_key=judge.api_key,
-        api_version=judge.api_version,
-        temperature=judge.temperature,
-        max_tokens=judge.max_tokens,
-        scale=spec.scale,
-        prompt=prompt,
-    )
+    request = judge.request(spec.scale, prompt)
     own = service is None and JUDGES.get() is None
     active = service or JUDGES.get() or JudgeService()
     try:
