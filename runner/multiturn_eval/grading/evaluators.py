@@ -19,8 +19,7 @@ import math
 import re
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..results import MetricResult
 from ..sanitize import clean_text, json_safe, safe_repr
@@ -39,8 +38,9 @@ _NUMBER_GROUPED = re.compile(rf"{_SIGN}(?<![\w.,])(?:{_GROUPED}|{_PLAIN}){_TAIL}
 _HAS_GROUPED = re.compile(rf"(?<![\w.,]){_GROUPED}")
 
 
-@dataclass(frozen=True)
-class ParsedNumber:
+class ParsedNumber(NamedTuple):
+    """A number found in a text: as written, its value, and whether it ends in ``%``."""
+
     text: str
     value: float
     percent: bool
