@@ -29,7 +29,7 @@ from ...results import MetricResult
 from ...suite import JudgeConfig, JudgeEvaluation, ModelPrice
 from ...types import ConversationContext, TokenUsage
 from ..recorded import RECORDED_JUDGEMENTS, JudgeKey
-from .prompt import TranscriptTurn, packaged_template, render
+from .prompt import JudgedTexts, TranscriptTurn, packaged_template, render
 from .service import JUDGES, JudgeService, merge_levels, resolve
 from .verdict import check_verdict
 
@@ -102,7 +102,7 @@ async def _judge(
     spec: JudgeEvaluation,
     judging: Judging,
     key: JudgeKey,
-    prompt_args: dict[str, Any],
+    prompt_args: JudgedTexts,
     service: JudgeService | None,
 ) -> JudgeResult:
     texts, env, pricing = judging.texts, judging.env, judging.pricing
@@ -207,7 +207,7 @@ async def judge_turn(
     The reference answer is the turn's ``ground_truth`` unless ``use_ground_truth: false``.
     """
     reference = ground_truth if spec.use_ground_truth is not False else None
-    prompt_args = {"input": turn_input, "reply": reply, "reference": reference}
+    prompt_args: JudgedTexts = {"input": turn_input, "reply": reply, "reference": reference}
     return await _judge(spec, judging, key, prompt_args, service)
 
 
