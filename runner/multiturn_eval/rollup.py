@@ -169,6 +169,13 @@ class _Repeats:
         self.invalid += r.invalid_runs or 0
         self.runs_per_case = max(self.runs_per_case, r.planned_runs or r.runs)
 
+    def mean_cost(self, cost: float | None) -> float | None:
+        """``cost`` (the run's) per case run; None when no case was repeated or no cost known."""
+        case_runs = self.runs + self.once_ran
+        if not self.repeated or cost is None or not case_runs:
+            return None
+        return cost / case_runs
+
     def totals(self, ran: int) -> RepeatTotals | None:
         """None when no case was repeated; ``ran``: the test cases that ran."""
         if not self.repeated:
@@ -233,10 +240,6 @@ def summarize(results: Iterable[CaseResult]) -> Summary:
     for name, (score_sum, count) in metric_scores.items():
         metrics[name].mean_score = score_sum / count
     ran = cases.total - cases.skipped
-    repeat = repeats.totals(ran)
-    mean_cost: float | None = None
-    if repeat is not None and cost.total is not None and repeat.case_runs:
-        mean_cost = cost.total / repeat.case_runs
     return Summary(
         **cases.model_dump(),
         errored=errored,
@@ -245,8 +248,8 @@ def summarize(results: Iterable[CaseResult]) -> Summary:
         token_usage=token_usage,
         cost_usd=cost.total,
         metrics=metrics,
-        repeat=repeat,
-        mean_cost_per_case_run=mean_cost,
+        repeat=repeats.totals(ran),
+        mean_cost_per_case_run=repeats.mean_cost(cost.total),
         judge_token_usage=judge_usage,
         judge_cost_usd=judge_cost.total,
         user_token_usage=user_usage,
