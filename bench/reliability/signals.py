@@ -401,13 +401,12 @@ def table(rows: Sequence[Row]) -> str:
         "| phase / signal | tried | landed in phase | tracebacks | hangs | wrong exit codes "
         "| cases lost | bad reports | max s signal→exit | max s spawn→phase |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(
-            f"| {r.phase} | {r.tried} | {r.landed} | {r.tracebacks} | {r.hangs} | {r.wrong_exit} "
-            f"| {r.lost} | {r.bad_reports} | {r.max_seconds:.2f} | {r.max_ready:.2f} |"
-        )
-    return "\n".join(lines)
+    body = [
+        f"| {r.phase} | {r.tried} | {r.landed} | {r.tracebacks} | {r.hangs} | {r.wrong_exit} "
+        f"| {r.lost} | {r.bad_reports} | {r.max_seconds:.2f} | {r.max_ready:.2f} |"
+        for r in rows
+    ]
+    return "\n".join([head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *body])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -805,6 +805,22 @@ class CaseRunner:
         )
 
 
+def _identity(loaded: LoadedSuite, index: int, tags: Sequence[str]) -> dict[str, Any]:
+    """The fields of a CaseResult that say which test case it is and which agent ran it."""
+    agent = loaded.suite.agent
+    return {
+        "index": index,
+        "name": loaded.case_name(index),
+        "suite": loaded.display_path,
+        "suite_name": loaded.name,
+        "line": loaded.case_line(index),
+        "file": loaded.cases.file_of(index),
+        "tags": list(tags),
+        "backend": agent.backend,
+        "model": agent.model,
+    }
+
+
 def build_case_result(
     loaded: LoadedSuite,
     index: int,
@@ -832,20 +848,11 @@ def build_case_result(
     outranks an infrastructure error, as for turns).
     """
     case = case if case is not None else loaded.cases.materialize(index)
-    agent = loaded.suite.agent
     turns = list(turns)
     conversation = list(conversation_metrics)
     passed, outcome = case_verdict(turns, conversation, errors, skipped)
     common: dict[str, Any] = {
-        "index": index,
-        "name": loaded.case_name(index),
-        "suite": loaded.display_path,
-        "suite_name": loaded.name,
-        "line": loaded.case_line(index),
-        "file": loaded.cases.file_of(index),
-        "tags": list(case.tags),
-        "backend": agent.backend,
-        "model": agent.model,
+        **_identity(loaded, index, case.tags),
         "passed": passed,
         "skipped": skipped,
         "outcome": outcome,
@@ -910,19 +917,9 @@ def unreadable_result(
     result has none. It fails (or, never started anyway, is skipped) with ``error``;
     the other cases run.
     """
-    entry = loaded.cases.entry(index)
-    agent = loaded.suite.agent
     outcome: Outcome = "skipped" if skipped else "error"
     return CaseResult(
-        index=index,
-        name=entry.name,
-        suite=loaded.display_path,
-        suite_name=loaded.name,
-        line=entry.line,
-        file=entry.file,
-        tags=list(entry.tags),
-        backend=agent.backend,
-        model=agent.model,
+        **_identity(loaded, index, loaded.cases.tags(index)),
         passed=False,
         skipped=skipped,
         outcome=outcome,

@@ -410,27 +410,33 @@ def _validate_mcp(suites: Sequence[Any], environment: RunEnvironment, out: TextI
         raise ConfigError(issues)
 
 
+#: the ``run`` options whose flag and RunOptions field have the same name
+_SAME_NAMED = (
+    "parallel_test_cases",
+    "turn_timeout",
+    "session_timeout",
+    "grader_timeout",
+    "repeat",
+    "report_dir",
+    "shard",
+    "max_cost",
+    "rerun_failed",
+    "keep_passed",
+    "fixtures",
+    "fixtures_dir",
+)
+
+
 def run_options(args: argparse.Namespace) -> RunOptions:
     """The ``run`` command's options as the pipeline takes them."""
     from .run import RunOptions
 
     return RunOptions(
-        parallel_test_cases=args.parallel_test_cases,
-        turn_timeout=args.turn_timeout,
-        session_timeout=args.session_timeout,
-        grader_timeout=args.grader_timeout,
-        repeat=args.repeat,
-        report_dir=args.report_dir,
+        **{name: getattr(args, name) for name in _SAME_NAMED},
         formats=args.format,
         pattern=args.filter,
         tags=tuple(args.tag),
         verbosity=-1 if args.quiet else (1 if args.verbose else 0),
-        shard=args.shard,
-        max_cost=args.max_cost,
-        rerun_failed=args.rerun_failed,
-        keep_passed=args.keep_passed,
-        fixtures=args.fixtures,
-        fixtures_dir=args.fixtures_dir,
     )
 
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 import functools
 import math
 from array import array
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -353,19 +353,13 @@ def compare(
     for position, old in enumerate(_unmatched(baseline.results, matched)):
         if old is not None and (old.suite, old.name) not in skip:
             cases.append(_one_sided(old, index.occurrence[position], removed=True))
-    counts = dict.fromkeys(CLASSES, 0)
-    turn_counts = dict.fromkeys(CLASSES, 0)
-    for change in cases:
-        counts[change.change] += 1
-        for turn in change.turns:
-            turn_counts[turn.change] += 1
     s_now, s_before = current.summary, baseline.summary
     return BaselineComparison(
         file=baseline_file,
         schema_version=baseline.schema_version,
         run=baseline.run,
-        counts=counts,
-        turn_counts=turn_counts,
+        counts=_counts(c.change for c in cases),
+        turn_counts=_counts(t.change for c in cases for t in c.turns),
         noise=NOISE_RULE,
         pass_rate=_delta(s_before.pass_rate, s_now.pass_rate),
         total_tokens=_delta(
@@ -376,6 +370,14 @@ def compare(
         warnings=[*_duplicates(seen, "this run"), *_duplicates(index.counts, "baseline")],
         cases=cases,
     )
+
+
+def _counts(changes: Iterable[ChangeClass]) -> dict[ChangeClass, int]:
+    """How many of ``changes`` are of each class (every class, in :data:`CLASSES` order)."""
+    counts = dict.fromkeys(CLASSES, 0)
+    for change in changes:
+        counts[change] += 1
+    return counts
 
 
 def _unmatched(results: Sequence[CaseResult], matched: bytearray) -> Iterator[CaseResult | None]:

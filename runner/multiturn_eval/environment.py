@@ -121,23 +121,3 @@ class RunEnvironment:
     def get(self, name: str, default: str | None = None) -> str | None:
         """One variable (for the backends' ``ANTHROPIC_API_KEY``, ``OPENAI_BASE_URL``, ...)."""
         return self.variables.get(name, default)
-
-    @property
-    def anthropic_api_key(self) -> str | None:
-        return self.variables.get("ANTHROPIC_API_KEY") or None
-
-    @property
-    def anthropic_auth_token(self) -> str | None:
-        return self.variables.get("ANTHROPIC_AUTH_TOKEN") or None
-
-    @property
-    def anthropic_base_url(self) -> str | None:
-        return self.variables.get("ANTHROPIC_BASE_URL") or None
-
-    @property
-    def openai_api_key(self) -> str | None:
-        return self.variables.get("OPENAI_API_KEY") or None
-
-    @property
-    def openai_base_url(self) -> str | None:
-        return self.variables.get("OPENAI_BASE_URL") or None

@@ -161,28 +161,18 @@ def _substitute(
     an API key whose variable is unset is put in ``unset_keys`` (the loader drops it)."""
     # copy on write: a list or mapping with no ${VAR} below it is returned as it is, so a
     # large suite is not held twice while it is validated (issue 23)
-    if isinstance(value, dict):
-        changed: dict[Any, Any] | None = None
-        for k, v in value.items():
+    if isinstance(value, dict | list):
+        entries = value.items() if isinstance(value, dict) else enumerate(value)
+        changed: Any = None
+        for key, v in entries:
             new = _substitute(
-                v, (*path, k), env, locator, issues, secrets, unused, unset_keys, keyless
+                v, (*path, key), env, locator, issues, secrets, unused, unset_keys, keyless
             )
             if new is not v:
                 if changed is None:
-                    changed = dict(value)
-                changed[k] = new
+                    changed = dict(value) if isinstance(value, dict) else list(value)
+                changed[key] = new
         return value if changed is None else changed
-    if isinstance(value, list):
-        items: list[Any] | None = None
-        for i, v in enumerate(value):
-            new = _substitute(
-                v, (*path, i), env, locator, issues, secrets, unused, unset_keys, keyless
-            )
-            if new is not v:
-                if items is None:
-                    items = list(value)
-                items[i] = new
-        return value if items is None else items
     if not isinstance(value, str) or "$" not in value:
         return value
     secret_field = (
@@ -316,7 +306,7 @@ def load_suite(
             max_turns=case.user.max_turns if case.user is not None else 0,
         )
     if suite.test_cases_file is not None:
-        _read_cases_file(loaded, suite.test_cases_file, checks, locator, env, unused)
+        _read_cases_file(checks, suite.test_cases_file, locator, unused)
     _warn_duplicates(loaded)
     found = checks.problems()
     if found:
@@ -856,12 +846,7 @@ def _validate_one_by_one(
 
 
 def _read_cases_file(
-    loaded: LoadedSuite,
-    name: str,
-    checks: _Checks,
-    locator: Locator,
-    env: Mapping[str, str],
-    unused: Callable[[Path_], bool] | None,
+    checks: _Checks, name: str, locator: Locator, unused: Callable[[Path_], bool] | None
 ) -> None:
     """Read, validate and check ``test_cases_file`` line by line; index each case.
 
@@ -871,6 +856,7 @@ def _read_cases_file(
     reported (the first :data:`MAX_FILE_ISSUES`, then a count), each with the
     file, the line, the test case (its position in the suite) and the field.
     """
+    loaded, env = checks.loaded, checks.env
     target = loaded.base_dir / name
     try:
         handle = open_binary(target)
@@ -891,7 +877,7 @@ def _read_cases_file(
     with handle:
         try:
             for raw in read_lines(handle):
-                _read_case_line(loaded, raw, checks, locator, env, unused)
+                _read_case_line(checks, raw, locator, unused)
         except OSError as exc:
             checks.issues.append(
                 locator.issue(("test_cases_file",), f"cannot read: {exc.strerror or exc}: {shown}")
@@ -912,13 +898,9 @@ def _read_cases_file(
 
 
 def _read_case_line(
-    loaded: LoadedSuite,
-    raw: RawLine,
-    checks: _Checks,
-    outer: Locator,
-    env: Mapping[str, str],
-    unused: Callable[[Path_], bool] | None,
+    checks: _Checks, raw: RawLine, outer: Locator, unused: Callable[[Path_], bool] | None
 ) -> None:
+    loaded = checks.loaded
     cases = loaded.cases
     assert cases.file is not None
     index = len(cases)
@@ -932,7 +914,7 @@ def _read_case_line(
     if raw.problem is not None:
         broken([locator.issue(here, raw.problem)])
         return
-    case = _case_of_line(raw.data, locator, env, loaded.secrets, unused, checks.keyless)
+    case = _case_of_line(raw.data, locator, checks.env, loaded.secrets, unused, checks.keyless)
     if not isinstance(case, TestCase):
         broken(case)
         return

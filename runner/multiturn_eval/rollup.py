@@ -136,6 +136,63 @@ class _Sum:
             self.total = (0 if self.total is None else self.total) + value
 
 
+def _count(counts: TurnCounts, skipped: bool, passed: bool) -> None:
+    """One more test case (or turn) in ``counts``."""
+    counts.total += 1
+    if skipped:
+        counts.skipped += 1
+    elif passed:
+        counts.passed += 1
+    else:
+        counts.failed += 1
+
+
+class _Repeats:
+    """pass^K / pass@K of a run: counts over the repeated cases and the cases that ran once."""
+
+    def __init__(self) -> None:
+        self.repeated = self.runs = self.pass_all = self.pass_any = self.flaky = 0
+        self.invalid = self.runs_per_case = 0
+        self.once_ran = self.once_passed = 0
+
+    def add(self, case: CaseResult) -> None:
+        r = case.repeat
+        if r is None:
+            self.once_ran += not case.skipped
+            self.once_passed += case.passed
+            return
+        self.repeated += 1
+        self.runs += r.runs
+        self.pass_all += r.pass_all
+        self.pass_any += r.pass_any
+        self.flaky += r.flaky
+        self.invalid += r.invalid_runs or 0
+        self.runs_per_case = max(self.runs_per_case, r.planned_runs or r.runs)
+
+    def mean_cost(self, cost: float | None) -> float | None:
+        """``cost`` (the run's) per case run; None when no case was repeated or no cost known."""
+        case_runs = self.runs + self.once_ran
+        if not self.repeated or cost is None or not case_runs:
+            return None
+        return cost / case_runs
+
+    def totals(self, ran: int) -> RepeatTotals | None:
+        """None when no case was repeated; ``ran``: the test cases that ran."""
+        if not self.repeated:
+            return None
+        pass_all, pass_any = self.pass_all + self.once_passed, self.pass_any + self.once_passed
+        return RepeatTotals(
+            runs_per_case=self.runs_per_case,
+            case_runs=self.runs + self.once_ran,
+            pass_all=pass_all,
+            pass_any=pass_any,
+            flaky=self.flaky,
+            pass_all_rate=pass_all / ran if ran else None,
+            pass_any_rate=pass_any / ran if ran else None,
+            invalid_runs=self.invalid or None,
+        )
+
+
 def summarize(results: Iterable[CaseResult]) -> Summary:
     """The run's totals, in one pass over ``results`` keeping counters and running sums.
 
@@ -143,35 +200,21 @@ def summarize(results: Iterable[CaseResult]) -> Summary:
     result, and no list as long as the results, is kept (issue 23). Sums are
     added in result order, so they equal the sums over a list of the same results.
     """
+    cases = TurnCounts()  # the same four counts, of test cases
     turns = TurnCounts()
     metrics: dict[str, MetricSummary] = {}
     metric_scores: dict[str, list[float]] = {}  # [sum, count] a metric
-    passed = failed = skipped = errored = total = 0
+    errored = 0
     token_usage = TokenUsage.sum([])
     cost, judge_cost, user_cost = _Sum(), _Sum(), _Sum()
     judge_usage: TokenUsage | None = None
     user_usage: TokenUsage | None = None
-    # pass^K / pass@K: counts over the repeated cases and over the cases that ran once
-    repeated = repeat_runs = repeat_all = repeat_any = flaky = invalid = runs_per_case = 0
-    once_ran = once_passed = 0
+    repeats = _Repeats()
     for case in results:
-        total += 1
-        if case.skipped:
-            skipped += 1
-        elif case.passed:
-            passed += 1
-        else:
-            failed += 1
-            if case.outcome == "error":
-                errored += 1
+        _count(cases, case.skipped, case.passed)
+        errored += not (case.skipped or case.passed) and case.outcome == "error"
         for turn in case.all_turns():
-            turns.total += 1
-            if turn.skipped:
-                turns.skipped += 1
-            elif turn.passed:
-                turns.passed += 1
-            else:
-                turns.failed += 1
+            _count(turns, turn.skipped, turn.passed)
         for metric in case.metric_results:
             summary = metrics.setdefault(metric.metric_name, MetricSummary())
             if metric.passed:
@@ -193,50 +236,20 @@ def summarize(results: Iterable[CaseResult]) -> Summary:
         if case.simulation is not None:
             user_usage = _add_usage(user_usage, case.simulation.user_token_usage)
             user_cost.add(case.simulation.user_cost_usd)
-        r = case.repeat
-        if r is not None:
-            repeated += 1
-            repeat_runs += r.runs
-            repeat_all += r.pass_all
-            repeat_any += r.pass_any
-            flaky += r.flaky
-            invalid += r.invalid_runs or 0
-            runs_per_case = max(runs_per_case, r.planned_runs or r.runs)
-        else:
-            once_ran += not case.skipped
-            once_passed += case.passed
+        repeats.add(case)
     for name, (score_sum, count) in metric_scores.items():
         metrics[name].mean_score = score_sum / count
-    ran = total - skipped
-    repeat: RepeatTotals | None = None
-    mean_cost: float | None = None
-    if repeated:
-        case_runs = repeat_runs + once_ran
-        pass_all, pass_any = repeat_all + once_passed, repeat_any + once_passed
-        repeat = RepeatTotals(
-            runs_per_case=runs_per_case,
-            case_runs=case_runs,
-            pass_all=pass_all,
-            pass_any=pass_any,
-            flaky=flaky,
-            pass_all_rate=pass_all / ran if ran else None,
-            pass_any_rate=pass_any / ran if ran else None,
-            invalid_runs=invalid or None,
-        )
-        mean_cost = cost.total / case_runs if cost.total is not None and case_runs else None
+    ran = cases.total - cases.skipped
     return Summary(
-        total=total,
-        passed=passed,
-        failed=failed,
-        skipped=skipped,
+        **cases.model_dump(),
         errored=errored,
-        pass_rate=passed / ran if ran else None,
+        pass_rate=cases.passed / ran if ran else None,
         turns=turns,
         token_usage=token_usage,
         cost_usd=cost.total,
         metrics=metrics,
-        repeat=repeat,
-        mean_cost_per_case_run=mean_cost,
+        repeat=repeats.totals(ran),
+        mean_cost_per_case_run=repeats.mean_cost(cost.total),
         judge_token_usage=judge_usage,
         judge_cost_usd=judge_cost.total,
         user_token_usage=user_usage,

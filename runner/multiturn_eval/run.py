@@ -36,7 +36,7 @@ import gc
 import time
 import traceback
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -381,15 +381,7 @@ class _Pipeline:
         if self.state is None:
             return None
         out = [
-            McpServerRun(
-                suite=planned.loaded.display_path,
-                name=start.name,
-                scope=start.scope,
-                transport=start.transport,
-                starts=start.starts,
-                startup_ms=start.startup_ms,
-                max_startup_ms=start.max_startup_ms,
-            )
+            McpServerRun(suite=planned.loaded.display_path, **asdict(start))
             for planned, backend in zip(self.state.plan, self.backends, strict=False)
             if isinstance(backend, ModelBackend)
             for start in backend.server_starts()

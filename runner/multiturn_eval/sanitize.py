@@ -40,6 +40,7 @@ import math
 import uuid
 from collections.abc import Mapping
 from pathlib import PurePath
+from types import UnionType
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
@@ -76,21 +77,21 @@ def safe_repr(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_JSON_KINDS: tuple[tuple[type | UnionType, str], ...] = (
+    (bool, "a boolean"),  # before int: a bool is an int
+    (int | float, "a number"),
+    (str, "a string"),
+    (list, "an array"),
+    (dict, "an object"),
+)
+
+
 def json_kind(value: Any) -> str:
     """What JSON calls ``value``, as a message says it ("a number", "an object", "null")."""
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    found = (kind for types, kind in _JSON_KINDS if isinstance(value, types))
+    return next(found, type(value).__name__)
 
 
 def has_surrogates(text: str) -> bool:

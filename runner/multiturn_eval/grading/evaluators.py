@@ -19,8 +19,7 @@ import math
 import re
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..results import MetricResult
 from ..sanitize import clean_text, json_safe, safe_repr
@@ -39,8 +38,9 @@ _NUMBER_GROUPED = re.compile(rf"{_SIGN}(?<![\w.,])(?:{_GROUPED}|{_PLAIN}){_TAIL}
 _HAS_GROUPED = re.compile(rf"(?<![\w.,]){_GROUPED}")
 
 
-@dataclass(frozen=True)
-class ParsedNumber:
+class ParsedNumber(NamedTuple):
+    """A number found in a text: as written, its value, and whether it ends in ``%``."""
+
     text: str
     value: float
     percent: bool
@@ -217,15 +217,13 @@ def evaluate_standard(spec: StandardEvaluation, response: str, ground_truth: str
 # ------------------------------------------------------------------------------- code
 
 
+def _code_metric(name: str, spec: CodeEvaluation, **fields: Any) -> MetricResult:
+    """A code grader's metric: ``fields`` say how it went (score, passed, reason, ...)."""
+    return MetricResult(metric_name=name, kind="code", threshold=spec.threshold, **fields)
+
+
 def _grader_failure(name: str, spec: CodeEvaluation, error: str) -> MetricResult:
-    return MetricResult(
-        metric_name=name,
-        kind="code",
-        score=None,
-        threshold=spec.threshold,
-        passed=False,
-        error=error,
-    )
+    return _code_metric(name, spec, score=None, passed=False, error=error)
 
 
 def _is_score(value: Any) -> bool:
@@ -378,12 +376,6 @@ def _grader_result(spec: CodeEvaluation, outcome: Any) -> MetricResult:
                 spec,
                 f"grader details must be JSON-safe (SPEC 5): {first.where} is {first.what}{more}",
             )
-    return MetricResult(
-        metric_name=name,
-        kind="code",
-        score=score,
-        threshold=spec.threshold,
-        passed=passed,
-        reason=clean_text(reason),
-        details=safe_details,
+    return _code_metric(
+        name, spec, score=score, passed=passed, reason=clean_text(reason), details=safe_details
     )

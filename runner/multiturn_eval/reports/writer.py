@@ -44,12 +44,10 @@ RENDERERS: dict[str, tuple[str, str]] = {
 }
 
 #: format -> "module:function" rendering a Report as pieces of text (joined: the renderer's
-#: text); a piece never splits one test case's text, so each piece is redacted on its own
+#: text); a piece never splits one test case's text, so each piece is redacted on its own.
+#: Each renderer's module has it: ``stream_X`` beside ``render_X``.
 STREAMS: dict[str, str] = {
-    "json": "multiturn_eval.reports.json_report:stream_json",
-    "junit": "multiturn_eval.reports.junit:stream_junit",
-    "markdown": "multiturn_eval.reports.markdown:stream_markdown",
-    "html": "multiturn_eval.reports.html:stream_html",
+    fmt: target.replace(":render_", ":stream_") for fmt, (_, target) in RENDERERS.items()
 }
 
 

@@ -25,13 +25,11 @@ the template is ever sent to the agent (the driver sends the simulator's
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import Any
 
-from ..grading.judges.prompt import PLACEHOLDER, data_block, placeholders_of
+from ..grading.judges.prompt import PLACEHOLDER, data_block, packaged_prompt, placeholders_of
 from ..types import ConversationMessage
 
 PLACEHOLDERS = frozenset({"goal", "persona", "known", "unknown", "transcript"})
@@ -42,21 +40,14 @@ NONE = "(none)"
 EMPTY_TRANSCRIPT = "(nothing yet: write the first message of the conversation)"
 
 
-@functools.cache
 def packaged_template() -> str:
     """The template shipped in the package (``simulation/prompt.md``)."""
-    return resources.files(__package__).joinpath("prompt.md").read_text(encoding="utf-8")
+    return packaged_prompt(__package__)
 
 
 def template_problem(template: str) -> str | None:
     """Why ``template`` cannot be a simulated user's prompt (unknown placeholders...), or None."""
-    names, problem = placeholders_of(template, PLACEHOLDERS, "a simulated user's prompt")
-    if problem:
-        return problem
-    for name in REQUIRED:
-        if name not in names:
-            return f"the prompt has no {{{{{name}}}}} placeholder"
-    return None
+    return placeholders_of(template, PLACEHOLDERS, "a simulated user's prompt", REQUIRED)[1]
 
 
 def _value(value: Any) -> str:

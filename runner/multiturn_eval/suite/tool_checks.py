@@ -156,8 +156,6 @@ def _matcher_tag(value: Any) -> str:
             return "regex-matcher"
         if "fuzzy" in value:
             return "fuzzy-matcher"
-        if isinstance(value, FuzzyMatcher):
-            return "fuzzy-matcher"
     if isinstance(value, FuzzyMatcher):
         return "fuzzy-matcher"
     if isinstance(value, RegexMatcher):

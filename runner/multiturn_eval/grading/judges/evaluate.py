@@ -29,8 +29,7 @@ from ...results import MetricResult
 from ...suite import JudgeConfig, JudgeEvaluation, ModelPrice
 from ...types import ConversationContext, TokenUsage
 from ..recorded import RECORDED_JUDGEMENTS, JudgeKey
-from .clients import JudgeRequest
-from .prompt import TranscriptTurn, packaged_template, render
+from .prompt import JudgedTexts, TranscriptTurn, packaged_template, render
 from .service import JUDGES, JudgeService, merge_levels, resolve
 from .verdict import check_verdict
 
@@ -103,7 +102,7 @@ async def _judge(
     spec: JudgeEvaluation,
     judging: Judging,
     key: JudgeKey,
-    prompt_args: dict[str, Any],
+    prompt_args: JudgedTexts,
     service: JudgeService | None,
 ) -> JudgeResult:
     texts, env, pricing = judging.texts, judging.env, judging.pricing
@@ -130,17 +129,7 @@ async def _judge(
     prompt = render(
         texts.template(spec), rubric=texts.rubric(spec), scale=spec.scale, **prompt_args
     )
-    request = JudgeRequest(
-        backend=judge.backend,
-        model=judge.model,
-        base_url=judge.base_url,
-        api_key=judge.api_key,
-        api_version=judge.api_version,
-        temperature=judge.temperature,
-        max_tokens=judge.max_tokens,
-        scale=spec.scale,
-        prompt=prompt,
-    )
+    request = judge.request(spec.scale, prompt)
     own = service is None and JUDGES.get() is None
     active = service or JUDGES.get() or JudgeService()
     try:
@@ -218,7 +207,7 @@ async def judge_turn(
     The reference answer is the turn's ``ground_truth`` unless ``use_ground_truth: false``.
     """
     reference = ground_truth if spec.use_ground_truth is not False else None
-    prompt_args = {"input": turn_input, "reply": reply, "reference": reference}
+    prompt_args: JudgedTexts = {"input": turn_input, "reply": reply, "reference": reference}
     return await _judge(spec, judging, key, prompt_args, service)
 
 

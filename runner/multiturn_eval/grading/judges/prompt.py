@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any, TypedDict, Unpack
 
 PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 PLACEHOLDERS = frozenset(
@@ -59,32 +60,36 @@ VERDICT_FIELDS = {
 
 
 def placeholders_of(
-    template: str, known: frozenset[str], whose: str
+    template: str, known: frozenset[str], whose: str, required: Sequence[str] = ()
 ) -> tuple[set[str], str | None]:
-    """The placeholders ``template`` names, and the problem if one is not in ``known``
-    (``whose`` names the kind of prompt in the message), else None."""
+    """The placeholders ``template`` names, and the problem if one is not in ``known`` or one
+    of ``required`` is missing (``whose`` names the kind of prompt in the message), else None."""
     names = {m.group(1) for m in PLACEHOLDER.finditer(template)}
     unknown = sorted(names - known)
-    if not unknown:
-        return names, None
-    return names, f"unknown placeholder {{{{{unknown[0]}}}}}; {whose} knows " + ", ".join(
-        f"{{{{{n}}}}}" for n in sorted(known)
-    )
+    if unknown:
+        return names, f"unknown placeholder {{{{{unknown[0]}}}}}; {whose} knows " + ", ".join(
+            f"{{{{{n}}}}}" for n in sorted(known)
+        )
+    missing = [name for name in required if name not in names]
+    return names, f"the prompt has no {{{{{missing[0]}}}}} placeholder" if missing else None
 
 
 @functools.cache
+def packaged_prompt(package: str) -> str:
+    """The ``prompt.md`` shipped in ``package`` (the judges' and the simulated users')."""
+    return resources.files(package).joinpath("prompt.md").read_text(encoding="utf-8")
+
+
 def packaged_template() -> str:
     """The template shipped in the package (``grading/judges/prompt.md``)."""
-    return resources.files(__package__).joinpath("prompt.md").read_text(encoding="utf-8")
+    return packaged_prompt(__package__)
 
 
 def template_problem(template: str) -> str | None:
     """Why ``template`` cannot be a judge prompt (unknown placeholders, no data), or None."""
-    names, problem = placeholders_of(template, PLACEHOLDERS, "a judge prompt")
+    names, problem = placeholders_of(template, PLACEHOLDERS, "a judge prompt", ("rubric",))
     if problem:
         return problem
-    if "rubric" not in names:
-        return "the prompt has no {{rubric}} placeholder"
     if not names & {"data", "reply", "transcript"}:
         return "the prompt shows no agent text: give it {{data}} (or {{reply}} / {{transcript}})"
     return None
@@ -128,34 +133,39 @@ def transcript_text(turns: Sequence[TranscriptTurn]) -> str:
     return "\n\n".join(parts)
 
 
-def render(
-    template: str,
-    *,
-    rubric: str,
-    scale: str,
-    input: str | None = None,
-    reply: str | None = None,
-    reference: str | None = None,
-    transcript: Sequence[TranscriptTurn] | None = None,
-) -> str:
+class JudgedTexts(TypedDict, total=False):
+    """What a judge is shown to grade (each piece optional; see the module docstring)."""
+
+    input: str | None
+    reply: str | None
+    reference: str | None
+    transcript: Sequence[TranscriptTurn] | None
+
+
+#: each piece of :class:`JudgedTexts` and its label, in the order ``{{data}}`` shows them
+DATA_LABELS = {
+    "input": "the user's message to the agent",
+    "transcript": "the conversation",
+    "reply": "the agent's reply, to be graded",
+    "reference": "the reference answer (from the test)",
+}
+
+
+def render(template: str, *, rubric: str, scale: str, **texts: Unpack[JudgedTexts]) -> str:
     """The prompt for one judge call (see the module docstring)."""
-    pieces: dict[str, str] = {}
-    if input is not None:
-        pieces["input"] = data_block("the user's message to the agent", input)
-    if transcript is not None:
-        pieces["transcript"] = data_block("the conversation", transcript_text(transcript))
-    if reply is not None:
-        pieces["reply"] = data_block("the agent's reply, to be graded", reply)
-    if reference is not None:
-        pieces["reference"] = data_block("the reference answer (from the test)", reference)
+    transcript = texts.get("transcript")
+    shown = None if transcript is None else transcript_text(transcript)
+    plain: dict[str, Any] = {**texts, "transcript": shown}
+    pieces = {
+        name: data_block(label, text)
+        for name, label in DATA_LABELS.items()
+        if (text := plain.get(name)) is not None
+    }
     values: Mapping[str, str] = {
         "rubric": rubric.strip(),
         "scale_instructions": SCALE_INSTRUCTIONS[scale],
         "verdict_fields": VERDICT_FIELDS[scale],
         "data": "\n\n".join(pieces.values()),
-        "input": pieces.get("input", ""),
-        "reply": pieces.get("reply", ""),
-        "reference": pieces.get("reference", ""),
-        "transcript": pieces.get("transcript", ""),
+        **{name: pieces.get(name, "") for name in DATA_LABELS},
     }
     return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)

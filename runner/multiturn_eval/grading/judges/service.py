@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -70,6 +71,14 @@ class ResolvedJudge:
     temperature: float
     max_tokens: int
     retry: RetryConfig
+
+    def request(self, scale: str, prompt: str) -> JudgeRequest:
+        """Asking this judge to grade ``prompt`` on ``scale``: every field but ``retry`` goes
+        into the request, as each decides the answer."""
+        sent = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "retry"
+        }
+        return JudgeRequest(**sent, scale=scale, prompt=prompt)
 
 
 def merge_levels(*levels: JudgeConfig | None) -> dict[str, Any]:
