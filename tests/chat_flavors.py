@@ -73,14 +73,21 @@ class Flavor:
         return self.name
 
     # ---------------------------------------------------------------- the fake
+    fake_class: type[Any]
+    key_variable: str
+    """The variable the backend reads its API key from (and its base URL from, ``_KEY`` ->
+    ``_BASE_URL``)."""
+
     def server(self, **kw: Any) -> Any:
-        raise NotImplementedError
+        return self.fake_class(**kw)
 
     def env(self, fake: Any, key: str | None = None) -> dict[str, str]:
-        raise NotImplementedError
+        url_variable = self.key_variable.removesuffix("_API_KEY") + "_BASE_URL"
+        return {self.key_variable: key or self.key, url_variable: self.url(fake)}
 
     def url(self, fake: Any) -> str:
-        raise NotImplementedError
+        """The fake's URL as the backend takes it."""
+        return str(fake.url)
 
     def requests(self, fake: Any) -> list[Request]:
         """The requests that reached the model (a valid key)."""
@@ -200,6 +207,8 @@ class AnthropicFlavor(Flavor):
     name = "anthropic"
     api = "Anthropic"
     backend_class = AnthropicBackend
+    fake_class = fa.FakeAnthropic
+    key_variable = "ANTHROPIC_API_KEY"
     key = fa.API_KEY
     system_in_history = False
     agent = (
@@ -221,28 +230,14 @@ class AnthropicFlavor(Flavor):
     cli_model = "claude-haiku-4-5"
     cli_price = (1, 5)  # Haiku 4.5: $1 input, $5 output per million tokens
 
-    def server(self, **kw: Any) -> Any:
-        return fa.FakeAnthropic(**kw)
-
-    def env(self, fake: Any, key: str | None = None) -> dict[str, str]:
-        return {"ANTHROPIC_API_KEY": key or self.key, "ANTHROPIC_BASE_URL": fake.url}
-
-    def url(self, fake: Any) -> str:
-        return str(fake.url)
-
     def requests(self, fake: Any) -> list[Request]:
         return list(fake.messages_requests())
 
     @staticmethod
     def usage(usage: U | None) -> fa.Usage:
-        if usage is None:
-            return fa.Usage()
-        return fa.Usage(
-            usage.prompt,
-            usage.completion,
-            usage.cache_write or None,
-            usage.cache_read or None,
-        )
+        """``usage`` on the wire (none: the fake's default, as ``U()``)."""
+        u = usage or U()
+        return fa.Usage(u.prompt, u.completion, u.cache_write or None, u.cache_read or None)
 
     def calls(self, *calls: Call, usage: U | None = None, text: str | None = None) -> Any:
         uses = [fa.ToolUse(name, args) for name, args in calls]  # type: ignore[arg-type]
@@ -362,6 +357,8 @@ class OpenAIFlavor(Flavor):
     name = "openai"
     api = "OpenAI"
     backend_class = OpenAIBackend
+    fake_class = fo.FakeOpenAI
+    key_variable = "OPENAI_API_KEY"
     key = fo.API_KEY
     agent = (
         "agent:\n  backend: openai\n  model: gpt-5.4-mini\n"
@@ -384,12 +381,6 @@ class OpenAIFlavor(Flavor):
     cli_model = "gpt-5-mini"
     cli_price = (0.25, 2.00)  # gpt-5-mini: $0.25 input, $2.00 output per million tokens
 
-    def server(self, **kw: Any) -> Any:
-        return fo.FakeOpenAI(**kw)
-
-    def env(self, fake: Any, key: str | None = None) -> dict[str, str]:
-        return {"OPENAI_API_KEY": key or self.key, "OPENAI_BASE_URL": fake.base_url}
-
     def url(self, fake: Any) -> str:
         return str(fake.base_url)
 
@@ -398,14 +389,14 @@ class OpenAIFlavor(Flavor):
 
     @staticmethod
     def usage(usage: U | None) -> fo.Usage:
-        if usage is None:
-            return fo.Usage()
+        """``usage`` on the wire (none: the fake's default, as ``U()``)."""
+        u = usage or U()
         # OpenAI counts the cached input (read and written) inside prompt_tokens
         return fo.Usage(
-            usage.prompt + usage.cache_read + usage.cache_write,
-            usage.completion,
-            cached_tokens=usage.cache_read or None,
-            cache_write_tokens=usage.cache_write or None,
+            u.prompt + u.cache_read + u.cache_write,
+            u.completion,
+            cached_tokens=u.cache_read or None,
+            cache_write_tokens=u.cache_write or None,
         )
 
     def calls(self, *calls: Call, usage: U | None = None, text: str | None = None) -> Any:
