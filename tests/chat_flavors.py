@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
@@ -73,6 +74,8 @@ class Flavor:
         return self.name
 
     # ---------------------------------------------------------------- the fake
+    fakes: ModuleType
+    """The fake's module: its reply builders (``rate_limited``, ``server_error``, ``text``)."""
     fake_class: type[Any]
     key_variable: str
     """The variable the backend reads its API key from (and its base URL from, ``_KEY`` ->
@@ -136,7 +139,7 @@ class Flavor:
         raise NotImplementedError
 
     def long_retry_after(self) -> Any:
-        raise NotImplementedError
+        return self.fakes.rate_limited(retry_after="3600")
 
     missing_key: str
     unknown_model: str
@@ -183,6 +186,25 @@ class Flavor:
     def check_first_round_answers(self, request: Request) -> None:
         """Backend-specific checks of the request answering a round of parallel calls."""
 
+    # ---------------------------------------------------------------- as a judge
+    judge_model: str
+    verdict_usage: tuple[int, int]
+    """The usage (input, output tokens) of :meth:`verdict`."""
+    judge_api: str
+    """The API as the judge's messages name it."""
+    not_a_reply: str
+    """What a judge's error says of a body that is not this API's reply."""
+
+    def check_judge_request(self, request: Request, scale: str) -> None:
+        """A judge's request asks for ``scale``'s verdict and a reason in this API's structured
+        form, at temperature 0 and 1,024 tokens at most."""
+        raise NotImplementedError
+
+    def judge(self, **retry: float) -> str:
+        """A suite's ``judge:`` line: this backend and its judge model, retried at once."""
+        settings = ", ".join(f"{k}: {v}" for k, v in {"initial_delay": 0, **retry}.items())
+        return f"judge: {{backend: {self.name}, model: {self.judge_model}, retry: {{{settings}}}}}"
+
     # ---------------------------------------------------------------- through the CLI
     cli_model: str
     cli_price: tuple[float, float]
@@ -207,6 +229,7 @@ class AnthropicFlavor(Flavor):
     name = "anthropic"
     api = "Anthropic"
     backend_class = AnthropicBackend
+    fakes = fa
     fake_class = fa.FakeAnthropic
     key_variable = "ANTHROPIC_API_KEY"
     key = fa.API_KEY
@@ -228,6 +251,10 @@ class AnthropicFlavor(Flavor):
     )
     unknown_model = "claude-unreleased-9"
     cli_model = "claude-haiku-4-5"
+    judge_model = "claude-haiku-4-5"
+    verdict_usage = (200, 30)
+    judge_api = "Anthropic API"
+    not_a_reply = "not a Messages API response"
     cli_price = (1, 5)  # Haiku 4.5: $1 input, $5 output per million tokens
 
     def requests(self, fake: Any) -> list[Request]:
@@ -251,7 +278,18 @@ class AnthropicFlavor(Flavor):
 
     def verdict(self, **fields: Any) -> Any:
         """A judge's structured answer (the forced tool's input)."""
-        return fa.verdict(**fields)
+        return fa.verdict(fa.Usage(*self.verdict_usage), **fields)
+
+    def check_judge_request(self, request: Request, scale: str) -> None:
+        body = request.body
+        # a forced tool whose schema is the scale's
+        assert body["tool_choice"] == {"type": "tool", "name": "record_verdict"}
+        (tool,) = body["tools"]
+        schema = tool["input_schema"]
+        key = "verdict" if scale == "pass_fail" else "score"
+        assert schema["required"] == [key, "reason"] and schema["additionalProperties"] is False
+        assert body["model"] == self.judge_model
+        assert body["temperature"] == 0 and body["max_tokens"] == 1024
 
     def refusals(self) -> list[tuple[Any, str]]:
         return [
@@ -297,9 +335,6 @@ class AnthropicFlavor(Flavor):
             "the conversation no longer fits the model's context window (400 "
             "invalid_request_error: prompt is too long: 208573 tokens > 200000 maximum)"
         )
-
-    def long_retry_after(self) -> Any:
-        return fa.rate_limited(retry_after="3600")
 
     def transcript(self, request: Request) -> list[Turn]:
         body = request.body
@@ -357,6 +392,7 @@ class OpenAIFlavor(Flavor):
     name = "openai"
     api = "OpenAI"
     backend_class = OpenAIBackend
+    fakes = fo
     fake_class = fo.FakeOpenAI
     key_variable = "OPENAI_API_KEY"
     key = fo.API_KEY
@@ -379,6 +415,10 @@ class OpenAIFlavor(Flavor):
     key_hint = "OPENAI_API_KEY or agent.api_key"
     unknown_model = "llama3.1:8b"
     cli_model = "gpt-5-mini"
+    judge_model = "gpt-judge-test"
+    verdict_usage = (300, 40)
+    judge_api = "OpenAI-compatible API"
+    not_a_reply = "not a chat completion"
     cli_price = (0.25, 2.00)  # gpt-5-mini: $0.25 input, $2.00 output per million tokens
 
     def url(self, fake: Any) -> str:
@@ -411,7 +451,20 @@ class OpenAIFlavor(Flavor):
 
     def verdict(self, **fields: Any) -> Any:
         """A judge's structured answer (the strict JSON schema's content)."""
-        return fo.text(json.dumps(fields), fo.Usage(300, 40))
+        return fo.text(json.dumps(fields), fo.Usage(*self.verdict_usage))
+
+    def check_judge_request(self, request: Request, scale: str) -> None:
+        body = request.body
+        # a strict JSON schema as the response format, the scale's
+        schema = body["response_format"]
+        assert schema["type"] == "json_schema" and schema["json_schema"]["strict"] is True
+        properties = schema["json_schema"]["schema"]["properties"]
+        assert set(properties) == {"verdict" if scale == "pass_fail" else "score", "reason"}
+        assert schema["json_schema"]["schema"]["additionalProperties"] is False
+        assert body["model"] == self.judge_model
+        assert body["temperature"] == 0 and body["max_completion_tokens"] == 1024
+        assert [m["role"] for m in body["messages"]] == ["system", "user"]
+        assert request.headers["authorization"] == f"Bearer {fo.API_KEY}"
 
     def refusals(self) -> list[tuple[Any, str]]:
         return [
@@ -468,9 +521,6 @@ class OpenAIFlavor(Flavor):
             "context_length_exceeded: This model's maximum context length is 128000 tokens. "
             "However, your messages resulted in 130000 tokens.)"
         )
-
-    def long_retry_after(self) -> Any:
-        return fo.rate_limited(retry_after="3600")
 
     def transcript(self, request: Request) -> list[Turn]:
         out: list[Turn] = []
@@ -610,13 +660,17 @@ def flavored(harness: Callable[[Flavor, Path, Any], H], name: str) -> Any:
     return fixture
 
 
-def judge_fixtures(flavor: Flavor) -> tuple[Any, Any]:
-    """The ``fake`` and ``judged`` fixtures of the judge tests: the flavor's fake server, and
-    the project with its judge on the fake -- every test runs on both SDK transports."""
+def judge_fixtures(flavor: Flavor | None = None) -> tuple[Any, Any]:
+    """The ``fake`` and ``judged`` fixtures of the judge tests: the fake server of ``flavor``
+    (none: of the test's ``flavor`` parameter), and the project with its judge on the fake --
+    every test runs on both SDK transports."""
+
+    def flavor_of(request: pytest.FixtureRequest) -> Flavor:
+        return flavor or request.node.callspec.params["flavor"]
 
     @pytest.fixture
-    def fake() -> Iterator[Any]:
-        with flavor.server() as server:
+    def fake(request: pytest.FixtureRequest) -> Iterator[Any]:
+        with flavor_of(request).server() as server:
             yield server
 
     @pytest.fixture(params=["auto", "httpx"], ids=["aiohttp", "httpx"])
@@ -626,7 +680,7 @@ def judge_fixtures(flavor: Flavor) -> tuple[Any, Any]:
         from multiturn_eval.grading.judges import clients
 
         monkeypatch.setattr(clients, "TRANSPORT", request.param)
-        project.env.update(flavor.env(fake))
+        project.env.update(flavor_of(request).env(fake))
         return project
 
     return fake, judged
@@ -634,6 +688,23 @@ def judge_fixtures(flavor: Flavor) -> tuple[Any, Any]:
 
 #: the judge evaluation of the judge tests' suites
 POLITE = "{type: judge, rubric: The reply is polite.}"
+
+
+def check_an_unusable_verdict(
+    judged: Project, fake: Any, flavor: Flavor, suite: str, reply: Any, why: str
+) -> None:
+    """``reply``, the judge's answer on a run of ``suite``, is a metric error saying ``why``:
+    never a pass, no traceback, not retried (the reply came; it is just unusable)."""
+    fake.script(reply)
+    judged.write("suite.yaml", suite)
+    result = judged.run("run", "suite.yaml")
+    assert result.code == 1, result.out + result.err
+    got = result.report["results"][0]["turns"][0]["metric_results"][0]
+    assert got["passed"] is False and got["score"] is None
+    assert why in got["error"], got["error"]
+    assert "Traceback" not in result.err
+    assert len(flavor.requests(fake)) == 1
+    assert result.report["results"][0]["outcome"] == "failed"
 
 
 def judge_suite(
