@@ -90,7 +90,7 @@ class Flavor:
 
     def url(self, fake: Any) -> str:
         """The fake's URL as the backend takes it."""
-        return str(fake.url)
+        return str(fake.client_url)
 
     def requests(self, fake: Any) -> list[Request]:
         """The requests that reached the model (a valid key)."""
@@ -420,9 +420,6 @@ class OpenAIFlavor(Flavor):
     judge_api = "OpenAI-compatible API"
     not_a_reply = "not a chat completion"
     cli_price = (0.25, 2.00)  # gpt-5-mini: $0.25 input, $2.00 output per million tokens
-
-    def url(self, fake: Any) -> str:
-        return str(fake.base_url)
 
     def requests(self, fake: Any) -> list[Request]:
         return list(fake.chat_requests())
