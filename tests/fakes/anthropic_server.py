@@ -29,7 +29,7 @@ import itertools
 import json
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tests.fakes._server import FakeServer, Request, Response, Wire, serve
@@ -69,14 +69,8 @@ class Usage:
     cache_read_input_tokens: int | None = None
 
     def wire(self) -> dict[str, Any]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_creation_input_tokens": self.cache_creation_input_tokens,
-            "cache_read_input_tokens": self.cache_read_input_tokens,
-            "server_tool_use": None,
-            "service_tier": "standard",
-        }
+        """The ``usage`` object: these fields by their API names, then the API's others."""
+        return {**asdict(self), "server_tool_use": None, "service_tier": "standard"}
 
 
 @dataclass(frozen=True)
