@@ -17,7 +17,9 @@ from multiturn_eval.reports.reader import parse_report
 from multiturn_eval.results import CaseResult, RepeatSummary, Report, TurnPassCount
 from tests.conftest import Project
 from tests.reports_fixtures import case, metric, not_run, report, turn
-from tests.test_action_entrypoint import Runner, Step, github, runner  # noqa: F401  (fixtures)
+from tests.test_action_entrypoint import Runner, Step, github, runner
+
+__all__ = ["github", "runner"]  # the fixtures, used by name
 
 
 def _turn(i: int, ok: bool, text: str = "q") -> Any:
@@ -481,9 +483,7 @@ def _all_green(data: dict[str, Any], finished_at: str) -> dict[str, Any]:
     return data
 
 
-def test_fail_on_regressions_through_the_action_entrypoint(
-    runner: Runner,  # noqa: F811
-) -> None:
+def test_fail_on_regressions_through_the_action_entrypoint(runner: Runner) -> None:
     first = runner.run({"suite": "evals/failing.yaml"})
     assert first.code == 1
     recorded = json.loads((runner.workspace / "multiturn-eval-report/report.json").read_text())
@@ -526,10 +526,7 @@ def test_fail_on_regressions_through_the_action_entrypoint(
 
 
 @pytest.mark.parametrize("baseline", ["nowhere/report.json", "nowhere/*/report.json"])
-def test_a_missing_baseline_in_the_action_is_a_notice(
-    runner: Runner,  # noqa: F811
-    baseline: str,
-) -> None:
+def test_a_missing_baseline_in_the_action_is_a_notice(runner: Runner, baseline: str) -> None:
     step = runner.run(
         {"suite": "evals/failing.yaml", "baseline": baseline, "fail-on": "regressions"}
     )
@@ -544,7 +541,7 @@ def test_a_missing_baseline_in_the_action_is_a_notice(
     assert not step.annotations("error")[0].message.startswith("regressed")
 
 
-def test_a_bad_fail_on_input_exits_2(runner: Runner) -> None:  # noqa: F811
+def test_a_bad_fail_on_input_exits_2(runner: Runner) -> None:
     step = runner.run({"suite": "evals/passing.yaml", "fail-on": "never"})
     assert step.code == 2
     assert any("'fail-on'" in (e.properties.get("title") or "") for e in step.annotations("error"))
