@@ -25,22 +25,12 @@ from typing import Any
 import pytest
 
 from multiturn_eval.errors import McpServerCrashed
-from tests.backend_harness import error, reply
+from tests.backend_harness import CASES, error, reply
 from tests.chat_flavors import FLAVORS, Flavor, FlavorHarness, Turn, U, flavored
 from tests.conftest import Project
 from tests.test_mcp_servers import TOOLBOX, http_toolbox, wait_gone
 
 each = pytest.mark.parametrize("flavor", FLAVORS, ids=str)
-
-#: a two-turn test case (the harness sends its own messages)
-CASES = """\
-test_cases:
-  - name: billing
-    context: {table: {revenue: 206588, cost: 181001}}
-    turns:
-      - input: what is the balance?
-      - input: and again?
-"""
 
 
 def server(
