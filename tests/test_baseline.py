@@ -38,36 +38,32 @@ def _classes(current: Report, baseline: Report) -> dict[str, str]:
 # ------------------------------------------------------------------------ classes
 
 
+#: one case of each class of change: its turns' verdicts before and after (None: no such case;
+#: NOT_RUN: interrupted before it ran), and the change the comparison finds
+NOT_RUN = "not run"
+CHANGES: list[tuple[str, tuple[bool, ...] | None, tuple[bool, ...] | str | None, str]] = [
+    ("regresses", (True, True), (True, False), "regressed"),
+    ("gets-fixed", (True, False), (True, True), "fixed"),
+    ("still-failing", (False,), (False,), "still_failing"),
+    ("still-passing", (True,), (True,), "still_passing"),
+    ("goes-away", (True,), None, "removed"),
+    ("brand-new", None, (True,), "new"),
+    ("interrupted-now", (True,), NOT_RUN, "not_run"),
+]
+
+
 def test_every_class_of_change_on_a_constructed_pair() -> None:
-    before = report(
-        [
-            _case(0, "regresses", True, True),
-            _case(1, "gets-fixed", True, False),
-            _case(2, "still-failing", False),
-            _case(3, "still-passing", True),
-            _case(4, "goes-away", True),
-            _case(5, "interrupted-now", True),
-        ]
-    )
+    before = report([_case(i, name, *oks) for i, (name, oks, _, _) in enumerate(CHANGES) if oks])
     after = report(
         [
-            _case(0, "regresses", True, False),
-            _case(1, "gets-fixed", True, True),
-            _case(2, "still-failing", False),
-            _case(3, "still-passing", True),
-            _case(4, "brand-new", True),
-            not_run(5, "interrupted-now", ["q 0"], "interrupted"),
+            not_run(i, name, ["q 0"], "interrupted") if oks == NOT_RUN else _case(i, name, *oks)
+            for i, (name, _, oks, _) in enumerate(CHANGES)
+            if oks
         ]
     )
     comparison = compare(after, before, "base.json")
     assert {c.name: c.change for c in comparison.cases} == {
-        "regresses": "regressed",
-        "gets-fixed": "fixed",
-        "still-failing": "still_failing",
-        "still-passing": "still_passing",
-        "brand-new": "new",
-        "interrupted-now": "not_run",
-        "goes-away": "removed",
+        name: change for name, _, _, change in CHANGES
     }
     assert comparison.counts == {
         "regressed": 1,
