@@ -5,9 +5,7 @@ Semantic Kernel's ``ChatCompletionAgent`` runs on the real ``openai`` client
 fake servers of :mod:`tests.fakes`; nothing of Semantic Kernel or the SDKs is
 mocked.
 
-What every chat backend does alike (the tool loop, the history, retries, errors, usage and
-cost, the CLI run) is tested once for all in ``tests/test_chat_backends.py``; here is what
-only this backend does.
+Only what this backend does; the contract of every chat backend is ``tests/test_chat_backends.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from tests.chat_flavors import SemanticKernelFlavor, fixtures
 from tests.cli_probe import CLI
 from tests.conftest import Project
 from tests.fakes import anthropic_server as fa
-from tests.fakes._server import Request, Slow
+from tests.fakes._server import Slow
 from tests.fakes.openai_server import (
     API_KEY,
     FakeOpenAI,
@@ -46,10 +44,6 @@ AGENT = SemanticKernelFlavor.agent.replace("  max_tokens: 512\n", "")
 
 
 fake, harness = fixtures(SemanticKernelFlavor(), AGENT)
-
-
-def roles(request: Request) -> list[str]:
-    return [m["role"] for m in request.body["messages"]]
 
 
 # ---------------------------------------------------------------- automatic calling
