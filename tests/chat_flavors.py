@@ -750,13 +750,8 @@ def cli_suite(flavor: Flavor) -> str:
     return header + CLI_TAIL
 
 
-CLI_TAIL = """\
-  instructions: Answer with numbers.
-  tools:
-    - function: tests.tool_funcs:lookup
-    - function: tests.tool_funcs:subtract
-evaluations:
-  - {type: standard, metric: numeric, absolute_tolerance: 0.5}
+#: the two-turn test case of the CLI runs: look the revenue up, then subtract the cost
+CLI_CASES = """\
 test_cases:
   - name: revenue
     context: {table: {revenue: 206588, cost: 181001}}
@@ -770,6 +765,18 @@ test_cases:
         expected_tools:
           - {name: subtract, args: {a: 206588, b: {fuzzy: "181,001"}}}
 """
+
+CLI_TAIL = (
+    """\
+  instructions: Answer with numbers.
+  tools:
+    - function: tests.tool_funcs:lookup
+    - function: tests.tool_funcs:subtract
+evaluations:
+  - {type: standard, metric: numeric, absolute_tolerance: 0.5}
+"""
+    + CLI_CASES
+)
 
 
 def fenced(prompt: str, label: str) -> str | None:
