@@ -143,6 +143,12 @@ class Flavor:
 
     missing_key: str
     unknown_model: str
+    reply_kind: str
+    """What the API's replies are called in a turn error about one that is not such a reply."""
+
+    def bad_reply_error(self, url: str) -> str:
+        """How the turn error about a reply from ``url`` that is not the API's begins."""
+        return f"the {self.api} API at {url} returned a reply that is not a {self.reply_kind} response ("
 
     # ---------------------------------------------------------------- reading requests
     def transcript(self, request: Request) -> list[Turn]:
@@ -255,6 +261,7 @@ class AnthropicFlavor(Flavor):
     verdict_usage = (200, 30)
     judge_api = "Anthropic API"
     not_a_reply = "not a Messages API response"
+    reply_kind = "Messages API"
     cli_price = (1, 5)  # Haiku 4.5: $1 input, $5 output per million tokens
 
     def requests(self, fake: Any) -> list[Request]:
@@ -419,6 +426,7 @@ class OpenAIFlavor(Flavor):
     verdict_usage = (300, 40)
     judge_api = "OpenAI-compatible API"
     not_a_reply = "not a chat completion"
+    reply_kind = "Chat Completions"
     cli_price = (0.25, 2.00)  # gpt-5-mini: $0.25 input, $2.00 output per million tokens
 
     def requests(self, fake: Any) -> list[Request]:

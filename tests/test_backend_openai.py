@@ -34,7 +34,8 @@ from tests.fakes.openai_server import (
 AGENT = OpenAIFlavor.agent
 
 
-fake, harness = fixtures(OpenAIFlavor())
+FLAVOR = OpenAIFlavor()
+fake, harness = fixtures(FLAVOR)
 
 
 def roles(request: Request) -> list[str]:
@@ -474,10 +475,7 @@ def test_replies_that_are_not_chat_completions_fail_the_turn_not_retried(
     harness: Harness, fake: FakeOpenAI, bad: Any, reason: str
 ) -> None:
     message = str(failed_once(harness, fake, bad))
-    assert message.startswith(
-        f"the OpenAI API at {fake.base_url} returned a reply that is not a Chat Completions "
-        f"response ({reason}"
-    ), message
+    assert message.startswith(FLAVOR.bad_reply_error(fake.base_url) + reason), message
 
 
 # ------------------------------------------------------------------ through the CLI
