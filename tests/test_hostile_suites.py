@@ -453,26 +453,19 @@ def test_numbers_as_keys_deep_inside_context_still_load(project: Project) -> Non
 
 
 @pytest.mark.parametrize(
-    ("body", "line", "expected"),
+    ("body", "line", "column"),
     [
-        ("test_cases:\n\t- input: x\n", 5, "a tab character at line 5, column 1"),
-        (
-            "test_cases:\n  - input: x\n\t  ground_truth: y\n",
-            6,
-            "a tab character at line 6, column 1",
-        ),
-        (
-            "test_cases:\n  - input: x\n  \tground_truth: y\n",
-            6,
-            "a tab character at line 6, column 3",
-        ),
-        ("test_cases:\n  - turns:\n    \t- input: x\n", 6, "a tab character at line 6, column 5"),
+        ("test_cases:\n\t- input: x\n", 5, 1),
+        ("test_cases:\n  - input: x\n\t  ground_truth: y\n", 6, 1),
+        ("test_cases:\n  - input: x\n  \tground_truth: y\n", 6, 3),
+        ("test_cases:\n  - turns:\n    \t- input: x\n", 6, 5),
     ],
 )
-def test_tab_indentation_is_named(project: Project, body: str, line: int, expected: str) -> None:
+def test_tab_indentation_is_named(project: Project, body: str, line: int, column: int) -> None:
     error = one_error(project, HEAD + body)
     assert error.startswith(
-        f"suite.yaml:{line}: YAML syntax error: {expected}: YAML indentation must use spaces"
+        f"suite.yaml:{line}: YAML syntax error: a tab character at line {line}, column {column}: "
+        "YAML indentation must use spaces"
     )
 
 
