@@ -237,7 +237,13 @@ BOMBS = {
 }
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.fixture(params=["validate", "run"])
+def command(request: pytest.FixtureRequest) -> str:
+    """Each test that takes ``command`` runs once with ``validate`` and once with ``run``."""
+    name: str = request.param
+    return name
+
+
 @pytest.mark.parametrize("bomb", sorted(BOMBS))
 def test_alias_bombs_are_refused(project: Project, bomb: str, command: str) -> None:
     text = HEAD + "test_cases:\n- input: x\n" + BOMBS[bomb]
@@ -686,14 +692,13 @@ FILE_KINDS = {
 }
 
 
-@pytest.fixture
+@pytest.fixture(params=sorted(FILE_KINDS))
 def hostile_file(request: pytest.FixtureRequest, project: Project) -> Iterator[tuple[str, Path]]:
+    """Each kind of :data:`FILE_KINDS`, made: (the kind, its path)."""
     kind = request.param
     yield kind, _make(kind, project.root / "hostile")
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
-@pytest.mark.parametrize("hostile_file", sorted(FILE_KINDS), indirect=True)
 def test_hostile_suite_paths(
     project: Project, hostile_file: tuple[str, Path], command: str
 ) -> None:
@@ -705,8 +710,6 @@ def test_hostile_suite_paths(
     assert errors == [f"{shown}: {expected}"]
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
-@pytest.mark.parametrize("hostile_file", sorted(FILE_KINDS), indirect=True)
 def test_hostile_instructions_file(
     project: Project, hostile_file: tuple[str, Path], command: str
 ) -> None:
@@ -718,8 +721,6 @@ def test_hostile_instructions_file(
     assert errors == [f"suite.yaml:4 agent.instructions_file: {expected}: {ref}"]
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
-@pytest.mark.parametrize("hostile_file", sorted(FILE_KINDS), indirect=True)
 def test_hostile_turn_files(project: Project, hostile_file: tuple[str, Path], command: str) -> None:
     kind, path = hostile_file
     ref = path.relative_to(project.root)
