@@ -19,6 +19,7 @@ each was closed.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import threading
 import time
@@ -108,6 +109,13 @@ class ScriptedSession:
         global OPEN
         OPEN -= 1
         CLOSED.append(self.name)
+
+
+def scripted_case(name: str, steps: Sequence[Any], turns: Sequence[str] = ("{input: q}",)) -> str:
+    """One flow-style entry of a suite's ``test_cases:`` whose agent (:func:`scripted`) plays
+    ``steps``, one a turn; ``turns`` are the turns as YAML."""
+    script = json.dumps(list(steps))
+    return f"  - {{name: {name}, context: {{script: {script}}}, turns: [{', '.join(turns)}]}}\n"
 
 
 def scripted(ctx: CaseContext) -> ScriptedSession:

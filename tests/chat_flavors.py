@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
@@ -73,14 +74,23 @@ class Flavor:
         return self.name
 
     # ---------------------------------------------------------------- the fake
+    fakes: ModuleType
+    """The fake's module: its reply builders (``rate_limited``, ``server_error``, ``text``)."""
+    fake_class: type[Any]
+    key_variable: str
+    """The variable the backend reads its API key from (and its base URL from, ``_KEY`` ->
+    ``_BASE_URL``)."""
+
     def server(self, **kw: Any) -> Any:
-        raise NotImplementedError
+        return self.fake_class(**kw)
 
     def env(self, fake: Any, key: str | None = None) -> dict[str, str]:
-        raise NotImplementedError
+        url_variable = self.key_variable.removesuffix("_API_KEY") + "_BASE_URL"
+        return {self.key_variable: key or self.key, url_variable: self.url(fake)}
 
     def url(self, fake: Any) -> str:
-        raise NotImplementedError
+        """The fake's URL as the backend takes it."""
+        return str(fake.client_url)
 
     def requests(self, fake: Any) -> list[Request]:
         """The requests that reached the model (a valid key)."""
@@ -129,10 +139,16 @@ class Flavor:
         raise NotImplementedError
 
     def long_retry_after(self) -> Any:
-        raise NotImplementedError
+        return self.fakes.rate_limited(retry_after="3600")
 
     missing_key: str
     unknown_model: str
+    reply_kind: str
+    """What the API's replies are called in a turn error about one that is not such a reply."""
+
+    def bad_reply_error(self, url: str) -> str:
+        """How the turn error about a reply from ``url`` that is not the API's begins."""
+        return f"the {self.api} API at {url} returned a reply that is not a {self.reply_kind} response ("
 
     # ---------------------------------------------------------------- reading requests
     def transcript(self, request: Request) -> list[Turn]:
@@ -176,6 +192,25 @@ class Flavor:
     def check_first_round_answers(self, request: Request) -> None:
         """Backend-specific checks of the request answering a round of parallel calls."""
 
+    # ---------------------------------------------------------------- as a judge
+    judge_model: str
+    verdict_usage: tuple[int, int]
+    """The usage (input, output tokens) of :meth:`verdict`."""
+    judge_api: str
+    """The API as the judge's messages name it."""
+    not_a_reply: str
+    """What a judge's error says of a body that is not this API's reply."""
+
+    def check_judge_request(self, request: Request, scale: str) -> None:
+        """A judge's request asks for ``scale``'s verdict and a reason in this API's structured
+        form, at temperature 0 and 1,024 tokens at most."""
+        raise NotImplementedError
+
+    def judge(self, **retry: float) -> str:
+        """A suite's ``judge:`` line: this backend and its judge model, retried at once."""
+        settings = ", ".join(f"{k}: {v}" for k, v in {"initial_delay": 0, **retry}.items())
+        return f"judge: {{backend: {self.name}, model: {self.judge_model}, retry: {{{settings}}}}}"
+
     # ---------------------------------------------------------------- through the CLI
     cli_model: str
     cli_price: tuple[float, float]
@@ -200,6 +235,9 @@ class AnthropicFlavor(Flavor):
     name = "anthropic"
     api = "Anthropic"
     backend_class = AnthropicBackend
+    fakes = fa
+    fake_class = fa.FakeAnthropic
+    key_variable = "ANTHROPIC_API_KEY"
     key = fa.API_KEY
     system_in_history = False
     agent = (
@@ -219,30 +257,21 @@ class AnthropicFlavor(Flavor):
     )
     unknown_model = "claude-unreleased-9"
     cli_model = "claude-haiku-4-5"
+    judge_model = "claude-haiku-4-5"
+    verdict_usage = (200, 30)
+    judge_api = "Anthropic API"
+    not_a_reply = "not a Messages API response"
+    reply_kind = "Messages API"
     cli_price = (1, 5)  # Haiku 4.5: $1 input, $5 output per million tokens
-
-    def server(self, **kw: Any) -> Any:
-        return fa.FakeAnthropic(**kw)
-
-    def env(self, fake: Any, key: str | None = None) -> dict[str, str]:
-        return {"ANTHROPIC_API_KEY": key or self.key, "ANTHROPIC_BASE_URL": fake.url}
-
-    def url(self, fake: Any) -> str:
-        return str(fake.url)
 
     def requests(self, fake: Any) -> list[Request]:
         return list(fake.messages_requests())
 
     @staticmethod
     def usage(usage: U | None) -> fa.Usage:
-        if usage is None:
-            return fa.Usage()
-        return fa.Usage(
-            usage.prompt,
-            usage.completion,
-            usage.cache_write or None,
-            usage.cache_read or None,
-        )
+        """``usage`` on the wire (none: the fake's default, as ``U()``)."""
+        u = usage or U()
+        return fa.Usage(u.prompt, u.completion, u.cache_write or None, u.cache_read or None)
 
     def calls(self, *calls: Call, usage: U | None = None, text: str | None = None) -> Any:
         uses = [fa.ToolUse(name, args) for name, args in calls]  # type: ignore[arg-type]
@@ -256,7 +285,18 @@ class AnthropicFlavor(Flavor):
 
     def verdict(self, **fields: Any) -> Any:
         """A judge's structured answer (the forced tool's input)."""
-        return fa.verdict(**fields)
+        return fa.verdict(fa.Usage(*self.verdict_usage), **fields)
+
+    def check_judge_request(self, request: Request, scale: str) -> None:
+        body = request.body
+        # a forced tool whose schema is the scale's
+        assert body["tool_choice"] == {"type": "tool", "name": "record_verdict"}
+        (tool,) = body["tools"]
+        schema = tool["input_schema"]
+        key = "verdict" if scale == "pass_fail" else "score"
+        assert schema["required"] == [key, "reason"] and schema["additionalProperties"] is False
+        assert body["model"] == self.judge_model
+        assert body["temperature"] == 0 and body["max_tokens"] == 1024
 
     def refusals(self) -> list[tuple[Any, str]]:
         return [
@@ -302,9 +342,6 @@ class AnthropicFlavor(Flavor):
             "the conversation no longer fits the model's context window (400 "
             "invalid_request_error: prompt is too long: 208573 tokens > 200000 maximum)"
         )
-
-    def long_retry_after(self) -> Any:
-        return fa.rate_limited(retry_after="3600")
 
     def transcript(self, request: Request) -> list[Turn]:
         body = request.body
@@ -362,6 +399,9 @@ class OpenAIFlavor(Flavor):
     name = "openai"
     api = "OpenAI"
     backend_class = OpenAIBackend
+    fakes = fo
+    fake_class = fo.FakeOpenAI
+    key_variable = "OPENAI_API_KEY"
     key = fo.API_KEY
     agent = (
         "agent:\n  backend: openai\n  model: gpt-5.4-mini\n"
@@ -382,30 +422,26 @@ class OpenAIFlavor(Flavor):
     key_hint = "OPENAI_API_KEY or agent.api_key"
     unknown_model = "llama3.1:8b"
     cli_model = "gpt-5-mini"
+    judge_model = "gpt-judge-test"
+    verdict_usage = (300, 40)
+    judge_api = "OpenAI-compatible API"
+    not_a_reply = "not a chat completion"
+    reply_kind = "Chat Completions"
     cli_price = (0.25, 2.00)  # gpt-5-mini: $0.25 input, $2.00 output per million tokens
-
-    def server(self, **kw: Any) -> Any:
-        return fo.FakeOpenAI(**kw)
-
-    def env(self, fake: Any, key: str | None = None) -> dict[str, str]:
-        return {"OPENAI_API_KEY": key or self.key, "OPENAI_BASE_URL": fake.base_url}
-
-    def url(self, fake: Any) -> str:
-        return str(fake.base_url)
 
     def requests(self, fake: Any) -> list[Request]:
         return list(fake.chat_requests())
 
     @staticmethod
     def usage(usage: U | None) -> fo.Usage:
-        if usage is None:
-            return fo.Usage()
+        """``usage`` on the wire (none: the fake's default, as ``U()``)."""
+        u = usage or U()
         # OpenAI counts the cached input (read and written) inside prompt_tokens
         return fo.Usage(
-            usage.prompt + usage.cache_read + usage.cache_write,
-            usage.completion,
-            cached_tokens=usage.cache_read or None,
-            cache_write_tokens=usage.cache_write or None,
+            u.prompt + u.cache_read + u.cache_write,
+            u.completion,
+            cached_tokens=u.cache_read or None,
+            cache_write_tokens=u.cache_write or None,
         )
 
     def calls(self, *calls: Call, usage: U | None = None, text: str | None = None) -> Any:
@@ -420,7 +456,20 @@ class OpenAIFlavor(Flavor):
 
     def verdict(self, **fields: Any) -> Any:
         """A judge's structured answer (the strict JSON schema's content)."""
-        return fo.text(json.dumps(fields), fo.Usage(300, 40))
+        return fo.text(json.dumps(fields), fo.Usage(*self.verdict_usage))
+
+    def check_judge_request(self, request: Request, scale: str) -> None:
+        body = request.body
+        # a strict JSON schema as the response format, the scale's
+        schema = body["response_format"]
+        assert schema["type"] == "json_schema" and schema["json_schema"]["strict"] is True
+        properties = schema["json_schema"]["schema"]["properties"]
+        assert set(properties) == {"verdict" if scale == "pass_fail" else "score", "reason"}
+        assert schema["json_schema"]["schema"]["additionalProperties"] is False
+        assert body["model"] == self.judge_model
+        assert body["temperature"] == 0 and body["max_completion_tokens"] == 1024
+        assert [m["role"] for m in body["messages"]] == ["system", "user"]
+        assert request.headers["authorization"] == f"Bearer {fo.API_KEY}"
 
     def refusals(self) -> list[tuple[Any, str]]:
         return [
@@ -477,9 +526,6 @@ class OpenAIFlavor(Flavor):
             "context_length_exceeded: This model's maximum context length is 128000 tokens. "
             "However, your messages resulted in 130000 tokens.)"
         )
-
-    def long_retry_after(self) -> Any:
-        return fo.rate_limited(retry_after="3600")
 
     def transcript(self, request: Request) -> list[Turn]:
         out: list[Turn] = []
@@ -619,13 +665,17 @@ def flavored(harness: Callable[[Flavor, Path, Any], H], name: str) -> Any:
     return fixture
 
 
-def judge_fixtures(flavor: Flavor) -> tuple[Any, Any]:
-    """The ``fake`` and ``judged`` fixtures of the judge tests: the flavor's fake server, and
-    the project with its judge on the fake -- every test runs on both SDK transports."""
+def judge_fixtures(flavor: Flavor | None = None) -> tuple[Any, Any]:
+    """The ``fake`` and ``judged`` fixtures of the judge tests: the fake server of ``flavor``
+    (none: of the test's ``flavor`` parameter), and the project with its judge on the fake --
+    every test runs on both SDK transports."""
+
+    def flavor_of(request: pytest.FixtureRequest) -> Flavor:
+        return flavor or request.node.callspec.params["flavor"]
 
     @pytest.fixture
-    def fake() -> Iterator[Any]:
-        with flavor.server() as server:
+    def fake(request: pytest.FixtureRequest) -> Iterator[Any]:
+        with flavor_of(request).server() as server:
             yield server
 
     @pytest.fixture(params=["auto", "httpx"], ids=["aiohttp", "httpx"])
@@ -635,7 +685,7 @@ def judge_fixtures(flavor: Flavor) -> tuple[Any, Any]:
         from multiturn_eval.grading.judges import clients
 
         monkeypatch.setattr(clients, "TRANSPORT", request.param)
-        project.env.update(flavor.env(fake))
+        project.env.update(flavor_of(request).env(fake))
         return project
 
     return fake, judged
@@ -643,6 +693,23 @@ def judge_fixtures(flavor: Flavor) -> tuple[Any, Any]:
 
 #: the judge evaluation of the judge tests' suites
 POLITE = "{type: judge, rubric: The reply is polite.}"
+
+
+def check_an_unusable_verdict(
+    judged: Project, fake: Any, flavor: Flavor, suite: str, reply: Any, why: str
+) -> None:
+    """``reply``, the judge's answer on a run of ``suite``, is a metric error saying ``why``:
+    never a pass, no traceback, not retried (the reply came; it is just unusable)."""
+    fake.script(reply)
+    judged.write("suite.yaml", suite)
+    result = judged.run("run", "suite.yaml")
+    assert result.code == 1, result.out + result.err
+    got = result.report["results"][0]["turns"][0]["metric_results"][0]
+    assert got["passed"] is False and got["score"] is None
+    assert why in got["error"], got["error"]
+    assert "Traceback" not in result.err
+    assert len(flavor.requests(fake)) == 1
+    assert result.report["results"][0]["outcome"] == "failed"
 
 
 def judge_suite(
@@ -691,13 +758,8 @@ def cli_suite(flavor: Flavor) -> str:
     return header + CLI_TAIL
 
 
-CLI_TAIL = """\
-  instructions: Answer with numbers.
-  tools:
-    - function: tests.tool_funcs:lookup
-    - function: tests.tool_funcs:subtract
-evaluations:
-  - {type: standard, metric: numeric, absolute_tolerance: 0.5}
+#: the two-turn test case of the CLI runs: look the revenue up, then subtract the cost
+CLI_CASES = """\
 test_cases:
   - name: revenue
     context: {table: {revenue: 206588, cost: 181001}}
@@ -711,6 +773,18 @@ test_cases:
         expected_tools:
           - {name: subtract, args: {a: 206588, b: {fuzzy: "181,001"}}}
 """
+
+CLI_TAIL = (
+    """\
+  instructions: Answer with numbers.
+  tools:
+    - function: tests.tool_funcs:lookup
+    - function: tests.tool_funcs:subtract
+evaluations:
+  - {type: standard, metric: numeric, absolute_tolerance: 0.5}
+"""
+    + CLI_CASES
+)
 
 
 def fenced(prompt: str, label: str) -> str | None:

@@ -177,15 +177,18 @@ def case(
     common["metric_results"] = only.metric_results
     if only.infrastructure_error and common["outcome"] == "failed":
         common["outcome"] = "error"
-    return CaseResult(
-        **common,
-        input=only.input,
-        response=only.response,
-        ground_truth=only.ground_truth,
-        tool_invocations=only.tool_invocations,
-        tools_matched=only.tools_matched,
-        arg_match_details=only.arg_match_details,
-    )
+    return CaseResult(**common, **{name: getattr(only, name) for name in LEGACY_FIELDS})
+
+
+#: what a legacy (one-turn) test case's result shows of its turn, in the case's own fields
+LEGACY_FIELDS = (
+    "input",
+    "response",
+    "ground_truth",
+    "tool_invocations",
+    "tools_matched",
+    "arg_match_details",
+)
 
 
 def not_run(index: int, name: str, inputs: Sequence[str], reason: str, **kw: Any) -> CaseResult:

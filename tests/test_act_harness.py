@@ -43,8 +43,7 @@ def test_only_the_sharded_workflow_is_rewritten_and_only_its_job_index_and_total
     assert changed[2][1].endswith(f"name: multiturn-eval-shard-{index}")
 
 
-def test_job_index_is_the_values_position_whatever_the_values() -> None:
-    text = """\
+MATRIX_JOB = """\
 name: m
 on: push
 jobs:
@@ -52,17 +51,27 @@ jobs:
     runs-on: ubuntu-latest
     strategy:
       matrix:
-        os: [linux, mac]
+        MATRIX
     steps:
       - run: echo "$I of $N"
         env:
           I: ${{ strategy.job-index }}
           N: ${{ strategy.job-total }}
+"""
+"""A workflow whose job ``a`` has the strategy matrix ``MATRIX`` and reads its job's index and
+total."""
+
+
+def test_job_index_is_the_values_position_whatever_the_values() -> None:
+    text = (
+        MATRIX_JOB.replace("MATRIX", "os: [linux, mac]")
+        + """\
   b:
     runs-on: ubuntu-latest
     steps:
       - run: echo b
 """
+    )
     adapted = act_workflow(_workflow(text))
     assert """I: ${{ fromJSON('{"linux":0,"mac":1}')[format('{0}', matrix.os)] }}""" in adapted
     assert "N: 2" in adapted
@@ -74,22 +83,8 @@ jobs:
     ["os: [a, b]\n        py: [1, 2]", "include: [{os: a}]", "os: ${{ fromJSON(vars.OSES) }}"],
 )
 def test_a_matrix_the_rewrite_cannot_follow_stops_the_harness(matrix: str) -> None:
-    text = f"""\
-name: m
-on: push
-jobs:
-  a:
-    runs-on: ubuntu-latest
-    strategy:
-      matrix:
-        {matrix}
-    steps:
-      - run: echo "$I"
-        env:
-          I: ${{{{ strategy.job-index }}}}
-"""
     with pytest.raises(SystemExit, match="one-list matrix"):
-        act_workflow(_workflow(text))
+        act_workflow(_workflow(MATRIX_JOB.replace("MATRIX", matrix)))
 
 
 # ------------------------------------------------------------------------- act's log

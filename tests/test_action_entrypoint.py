@@ -27,7 +27,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pytest
 import yaml
@@ -80,6 +80,15 @@ class Step:
         return [c for c in self.commands if c.name == level]
 
 
+class StepEnvironment(TypedDict, total=False):
+    """How :meth:`Runner.prepare` sets a step up beyond its inputs (its keyword arguments)."""
+
+    event_name: str
+    event: dict[str, Any] | None
+    env: dict[str, str] | None
+    without: tuple[str, ...]
+
+
 class Runner:
     """Plays the GitHub runner for a Docker action, minus the container."""
 
@@ -95,26 +104,31 @@ class Runner:
         self.python_bin = python_bin or Path(sys.executable).parent
         self.count = 0
 
-    def run(
-        self,
-        inputs: dict[str, str],
-        *,
-        event_name: str = "pull_request",
-        event: dict[str, Any] | None = None,
-        env: dict[str, str] | None = None,
-        without: tuple[str, ...] = (),
-    ) -> Step:
-        environment, output, summary = self.prepare(inputs, event_name, event, env, without)
-        done = subprocess.run(
+    def run(self, inputs: dict[str, str], **how: Unpack[StepEnvironment]) -> Step:
+        """Run the entrypoint with ``inputs`` to its end (killed after 180 s)."""
+        process, output, summary = self.start(inputs, **how)
+        with process:
+            try:
+                stdout, _ = process.communicate(timeout=180)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                raise
+        return self.step(process.returncode, stdout, output, summary)
+
+    def start(
+        self, inputs: dict[str, str], **how: Unpack[StepEnvironment]
+    ) -> tuple[subprocess.Popen[bytes], Path, Path]:
+        """Start the entrypoint with ``inputs`` in the environment :meth:`prepare` makes, its
+        stderr into its stdout; also the step's output and summary files."""
+        environment, output, summary = self.prepare(inputs, **how)
+        process = subprocess.Popen(
             [str(ENTRYPOINT)],
             cwd=self.workspace,
             env=environment,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            timeout=180,
-            check=False,
         )
-        return self.step(done.returncode, done.stdout, output, summary)
+        return process, output, summary
 
     def step(self, code: int, stdout: bytes, output: Path, summary: Path) -> Step:
         return Step(
@@ -128,6 +142,7 @@ class Runner:
     def prepare(
         self,
         inputs: dict[str, str],
+        *,
         event_name: str = "pull_request",
         event: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
@@ -655,14 +670,7 @@ def test_secrets_never_reach_reports_summary_or_comment(runner: Runner, github: 
 def test_a_cancelled_job_still_leaves_reports_outputs_and_the_comment(
     runner: Runner, github: FakeGitHub
 ) -> None:
-    environment, output, summary = runner.prepare({"suite": "evals/slow.yaml"})
-    process = subprocess.Popen(
-        [str(ENTRYPOINT)],
-        cwd=runner.workspace,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    process, output, summary = runner.start({"suite": "evals/slow.yaml"})
     assert process.stdout is not None
     seen = b""
     for line in process.stdout:  # the quick test case is done, the slow one is running

@@ -1,8 +1,6 @@
 """The anthropic backend, driven through the real ``anthropic`` client against a fake Messages API.
 
-What every chat backend does alike (the tool loop, the history, retries, errors, usage and
-cost, the CLI run) is tested once for all in ``tests/test_chat_backends.py``; here is what
-only this backend does.
+Only what this backend does; the contract of every chat backend is ``tests/test_chat_backends.py``.
 """
 
 from __future__ import annotations

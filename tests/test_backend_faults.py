@@ -36,11 +36,14 @@ from multiturn_eval.loader import load_suite
 from multiturn_eval.settings import RunSettings
 from multiturn_eval.types import TurnReply
 from tests.backend_harness import Clock, converse
+from tests.chat_flavors import AnthropicFlavor, Flavor, OpenAIFlavor
 from tests.conftest import Project
 from tests.fakes import anthropic_server as fa
 from tests.fakes import http_agent as fh
 from tests.fakes import openai_server as fo
 from tests.fakes._server import Drip, FakeServer, Huge, Request, Response, Slow
+
+ANTHROPIC, OPENAI = AnthropicFlavor(), OpenAIFlavor()
 
 CASES = """\
 test_cases:
@@ -103,11 +106,6 @@ def check_turn_error(failure: TurnReply | BackendError, prefix: str, reason: str
     if quoted != "an empty body":
         assert len(json.loads(quoted)) <= 200  # the excerpt is bounded
     return text
-
-
-def not_a_message(url: str) -> str:
-    """How a turn error about an Anthropic reply that is not a message begins."""
-    return f"the Anthropic API at {url} returned a reply that is not a Messages API response ("
 
 
 def check_bad_then_fine(
@@ -174,32 +172,16 @@ def backend_of(tmp_path: Path, agent: str, make: Callable[..., Any], **options: 
     return make(loaded, RunSettings(turn_timeout=20), sleep=Clock().sleep, **options), loaded
 
 
-def anthropic_backend(tmp_path: Path, fake: fa.FakeAnthropic, agent: str = "") -> Any:
-    env = {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": fake.url}
-    agent = "agent:\n  backend: anthropic\n  model: claude-haiku-4-5\n" + agent
+def anthropic_backend(tmp_path: Path, env: dict[str, str]) -> Any:
+    agent = "agent:\n  backend: anthropic\n  model: claude-haiku-4-5\n"
     return backend_of(tmp_path, agent, AnthropicBackend, env=env)
-
-
-@pytest.mark.parametrize(("reply", "reason"), ANTHROPIC_BODIES)
-def test_anthropic_a_200_that_is_not_a_message_is_a_turn_error(
-    tmp_path: Path, anthropic_fake: fa.FakeAnthropic, reply: Any, reason: str
-) -> None:
-    anthropic_fake.script(body(reply), fa.text("fine"))
-    backend, loaded = anthropic_backend(tmp_path, anthropic_fake)
-    check_bad_then_fine(
-        backend,
-        loaded,
-        not_a_message(anthropic_fake.url),
-        reason,
-        anthropic_fake.messages_requests,
-    )
 
 
 def test_anthropic_the_excerpt_is_one_short_clean_line(
     tmp_path: Path, anthropic_fake: fa.FakeAnthropic
 ) -> None:
     anthropic_fake.script(Response(200, HTML, content_type="text/html"))
-    backend, loaded = anthropic_backend(tmp_path, anthropic_fake)
+    backend, loaded = anthropic_backend(tmp_path, ANTHROPIC.env(anthropic_fake))
     (failure,) = converse(backend, loaded, ("first",))
     quoted = json.loads(str(failure).split("): ", 1)[1])
     assert quoted.startswith("<html> [31m<head><title>502 Bad Gateway</title></head> <body>xxx")
@@ -213,7 +195,7 @@ def test_anthropic_a_known_non_text_block_is_kept_not_refused(
     anthropic_fake.script(
         Response(200, changed(MESSAGE, content=[thinking, {"type": "text", "text": "42"}]))
     )
-    backend, loaded = anthropic_backend(tmp_path, anthropic_fake)
+    backend, loaded = anthropic_backend(tmp_path, ANTHROPIC.env(anthropic_fake))
     (result,) = converse(backend, loaded, ("first",))
     assert isinstance(result, TurnReply) and result.response == "42"
 
@@ -257,48 +239,40 @@ SK_BODIES = [
 ]
 
 
-@pytest.fixture
-def openai_fake() -> Iterator[fo.FakeOpenAI]:
-    with fo.FakeOpenAI() as server:
-        yield server
-
-
 def sk_backend(tmp_path: Path, env: dict[str, str], service: str = "openai") -> Any:
     model = "claude-haiku-4-5" if service == "anthropic" else "gpt-4o-mini"
     agent = f"agent:\n  backend: semantic-kernel\n  service: {service}\n  model: {model}\n"
     return backend_of(tmp_path, agent, SemanticKernelBackend, env=env)
 
 
-@pytest.mark.parametrize(("reply", "reason"), SK_BODIES)
-def test_semantic_kernel_a_200_that_is_not_a_chat_completion_is_a_turn_error(
-    tmp_path: Path, openai_fake: fo.FakeOpenAI, reply: Any, reason: str
-) -> None:
-    openai_fake.script(body(reply), fo.text("fine"))
-    env = {"OPENAI_API_KEY": fo.API_KEY, "OPENAI_BASE_URL": openai_fake.base_url}
-    backend, loaded = sk_backend(tmp_path, env)
-    check_bad_then_fine(
-        backend,
-        loaded,
-        f"the OpenAI API at {openai_fake.base_url} returned a reply that is not a Chat "
-        "Completions response (",
-        reason,
-        openai_fake.chat_requests,
-    )
+#: a backend, the service its fake stands for, and the 200s tried that are not its replies
+NOT_THE_SERVICES_REPLY = [
+    ("anthropic", ANTHROPIC, ANTHROPIC_BODIES),
+    ("semantic-kernel", OPENAI, SK_BODIES),
+    ("semantic-kernel", ANTHROPIC, ANTHROPIC_BODIES[:8] + ANTHROPIC_BODIES[15:19]),
+]
 
 
-@pytest.mark.parametrize(("reply", "reason"), ANTHROPIC_BODIES[:8] + ANTHROPIC_BODIES[15:19])
-def test_semantic_kernel_anthropic_service_a_200_that_is_not_a_message_is_a_turn_error(
-    tmp_path: Path, anthropic_fake: fa.FakeAnthropic, reply: Any, reason: str
+@pytest.mark.parametrize(
+    ("backend", "service", "reply", "reason"),
+    [
+        pytest.param(backend, service, *bad, id=f"{backend}-{service}-{n}")
+        for backend, service, bodies in NOT_THE_SERVICES_REPLY
+        for n, bad in enumerate(bodies)
+    ],
+)
+def test_a_200_that_is_not_the_services_reply_is_a_turn_error(
+    tmp_path: Path, backend: str, service: Flavor, reply: Any, reason: str
 ) -> None:
-    anthropic_fake.script(body(reply), fa.text("fine"))
-    env = {"ANTHROPIC_API_KEY": fa.API_KEY, "ANTHROPIC_BASE_URL": anthropic_fake.url}
-    backend, loaded = sk_backend(tmp_path, env, service="anthropic")
-    check_bad_then_fine(
-        backend,
-        loaded,
-        not_a_message(anthropic_fake.url),
-        reason,
-    )
+    with service.server() as fake:
+        fake.script(body(reply), service.text("fine"))
+        env = service.env(fake)
+        if backend == "anthropic":
+            made, loaded = anthropic_backend(tmp_path, env)
+        else:
+            made, loaded = sk_backend(tmp_path, env, service.name)
+        prefix = service.bad_reply_error(service.url(fake))
+        check_bad_then_fine(made, loaded, prefix, reason, lambda: service.requests(fake))
 
 
 # --------------------------------------------------------------------------- http

@@ -1,8 +1,6 @@
 """The openai backend, driven through the real ``openai`` client against a fake Chat Completions API.
 
-What every chat backend does alike (the tool loop, the history, retries, errors, usage and
-cost, the CLI run) is tested once for all in ``tests/test_chat_backends.py``; here is what
-only this backend does.
+Only what this backend does; the contract of every chat backend is ``tests/test_chat_backends.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from typing import Any
 import pytest
 
 from multiturn_eval.backends.chat import Conversation
-from multiturn_eval.errors import ConfigError, FatalBackendError, TransientError
+from multiturn_eval.errors import BackendError, ConfigError, FatalBackendError, TransientError
 from multiturn_eval.types import TurnFile
 from tests import tool_funcs
 from tests.backend_harness import PNG, Harness, error, reply
@@ -36,7 +34,8 @@ from tests.fakes.openai_server import (
 AGENT = OpenAIFlavor.agent
 
 
-fake, harness = fixtures(OpenAIFlavor())
+FLAVOR = OpenAIFlavor()
+fake, harness = fixtures(FLAVOR)
 
 
 def roles(request: Request) -> list[str]:
@@ -397,6 +396,15 @@ def test_invalid_openai_keys_are_located_at_load(
 # ------------------------------------------------------------- retries and errors
 
 
+def failed_once(harness: Harness, fake: FakeOpenAI, bad: Any) -> BackendError:
+    """The error of a turn answered ``bad``: not retried (no wait), the next turn answered."""
+    fake.script(bad, text("ok"))
+    first, second = harness.converse(harness.backend(), "hi", "again")
+    assert reply(second).response == "ok"
+    assert harness.clock.waits == []
+    return error(first)
+
+
 @pytest.mark.parametrize(
     ("failure", "message"),
     [
@@ -416,12 +424,9 @@ def test_invalid_openai_keys_are_located_at_load(
 def test_client_errors_fail_the_turn_without_retry(
     harness: Harness, fake: FakeOpenAI, failure: ErrorReply, message: str
 ) -> None:
-    fake.script(failure, text("ok"))
-    first, second = harness.converse(harness.backend(), "x", "y")
-    assert str(error(first)) == message
-    assert not isinstance(first, FatalBackendError | TransientError)
-    assert reply(second).response == "ok"
-    assert harness.clock.waits == []
+    failed = failed_once(harness, fake, failure)
+    assert str(failed) == message
+    assert not isinstance(failed, FatalBackendError | TransientError)
 
 
 def _completion_with(**message: Any) -> Response:
@@ -469,15 +474,8 @@ def _completion_with(**message: Any) -> Response:
 def test_replies_that_are_not_chat_completions_fail_the_turn_not_retried(
     harness: Harness, fake: FakeOpenAI, bad: Any, reason: str
 ) -> None:
-    fake.script(bad, text("ok"))
-    first, second = harness.converse(harness.backend(), "hi", "again")
-    message = str(error(first))
-    assert message.startswith(
-        f"the OpenAI API at {fake.base_url} returned a reply that is not a Chat Completions "
-        f"response ({reason}"
-    ), message
-    assert reply(second).response == "ok"
-    assert harness.clock.waits == []
+    message = str(failed_once(harness, fake, bad))
+    assert message.startswith(FLAVOR.bad_reply_error(fake.base_url) + reason), message
 
 
 # ------------------------------------------------------------------ through the CLI

@@ -17,7 +17,9 @@ from multiturn_eval.reports.reader import parse_report
 from multiturn_eval.results import CaseResult, RepeatSummary, Report, TurnPassCount
 from tests.conftest import Project
 from tests.reports_fixtures import case, metric, not_run, report, turn
-from tests.test_action_entrypoint import Runner, Step, github, runner  # noqa: F401  (fixtures)
+from tests.test_action_entrypoint import Runner, Step, github, runner
+
+__all__ = ["github", "runner"]  # the fixtures, used by name
 
 
 def _turn(i: int, ok: bool, text: str = "q") -> Any:
@@ -36,36 +38,32 @@ def _classes(current: Report, baseline: Report) -> dict[str, str]:
 # ------------------------------------------------------------------------ classes
 
 
+#: one case of each class of change: its turns' verdicts before and after (None: no such case;
+#: NOT_RUN: interrupted before it ran), and the change the comparison finds
+NOT_RUN = "not run"
+CHANGES: list[tuple[str, tuple[bool, ...] | None, tuple[bool, ...] | str | None, str]] = [
+    ("regresses", (True, True), (True, False), "regressed"),
+    ("gets-fixed", (True, False), (True, True), "fixed"),
+    ("still-failing", (False,), (False,), "still_failing"),
+    ("still-passing", (True,), (True,), "still_passing"),
+    ("goes-away", (True,), None, "removed"),
+    ("brand-new", None, (True,), "new"),
+    ("interrupted-now", (True,), NOT_RUN, "not_run"),
+]
+
+
 def test_every_class_of_change_on_a_constructed_pair() -> None:
-    before = report(
-        [
-            _case(0, "regresses", True, True),
-            _case(1, "gets-fixed", True, False),
-            _case(2, "still-failing", False),
-            _case(3, "still-passing", True),
-            _case(4, "goes-away", True),
-            _case(5, "interrupted-now", True),
-        ]
-    )
+    before = report([_case(i, name, *oks) for i, (name, oks, _, _) in enumerate(CHANGES) if oks])
     after = report(
         [
-            _case(0, "regresses", True, False),
-            _case(1, "gets-fixed", True, True),
-            _case(2, "still-failing", False),
-            _case(3, "still-passing", True),
-            _case(4, "brand-new", True),
-            not_run(5, "interrupted-now", ["q 0"], "interrupted"),
+            not_run(i, name, ["q 0"], "interrupted") if oks == NOT_RUN else _case(i, name, *oks)
+            for i, (name, _, oks, _) in enumerate(CHANGES)
+            if oks
         ]
     )
     comparison = compare(after, before, "base.json")
     assert {c.name: c.change for c in comparison.cases} == {
-        "regresses": "regressed",
-        "gets-fixed": "fixed",
-        "still-failing": "still_failing",
-        "still-passing": "still_passing",
-        "brand-new": "new",
-        "interrupted-now": "not_run",
-        "goes-away": "removed",
+        name: change for name, _, _, change in CHANGES
     }
     assert comparison.counts == {
         "regressed": 1,
@@ -481,9 +479,7 @@ def _all_green(data: dict[str, Any], finished_at: str) -> dict[str, Any]:
     return data
 
 
-def test_fail_on_regressions_through_the_action_entrypoint(
-    runner: Runner,  # noqa: F811
-) -> None:
+def test_fail_on_regressions_through_the_action_entrypoint(runner: Runner) -> None:
     first = runner.run({"suite": "evals/failing.yaml"})
     assert first.code == 1
     recorded = json.loads((runner.workspace / "multiturn-eval-report/report.json").read_text())
@@ -526,10 +522,7 @@ def test_fail_on_regressions_through_the_action_entrypoint(
 
 
 @pytest.mark.parametrize("baseline", ["nowhere/report.json", "nowhere/*/report.json"])
-def test_a_missing_baseline_in_the_action_is_a_notice(
-    runner: Runner,  # noqa: F811
-    baseline: str,
-) -> None:
+def test_a_missing_baseline_in_the_action_is_a_notice(runner: Runner, baseline: str) -> None:
     step = runner.run(
         {"suite": "evals/failing.yaml", "baseline": baseline, "fail-on": "regressions"}
     )
@@ -544,7 +537,7 @@ def test_a_missing_baseline_in_the_action_is_a_notice(
     assert not step.annotations("error")[0].message.startswith("regressed")
 
 
-def test_a_bad_fail_on_input_exits_2(runner: Runner) -> None:  # noqa: F811
+def test_a_bad_fail_on_input_exits_2(runner: Runner) -> None:
     step = runner.run({"suite": "evals/passing.yaml", "fail-on": "never"})
     assert step.code == 2
     assert any("'fail-on'" in (e.properties.get("title") or "") for e in step.annotations("error"))

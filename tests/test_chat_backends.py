@@ -384,11 +384,7 @@ def test_a_reply_that_is_not_json_is_a_turn_error_not_retried(
 ) -> None:
     contract.script(Malformed(), flavor.text("ok"))
     first, second = contract.converse(contract.backend(), "hi", "again")
-    kind = "Messages API" if flavor.name == "anthropic" else "Chat Completions"
-    assert str(error(first)).startswith(
-        f"the {flavor.api} API at {contract.url} returned a reply that is not a {kind} "
-        "response (not JSON: "
-    )
+    assert str(error(first)).startswith(flavor.bad_reply_error(contract.url) + "not JSON: ")
     assert reply(second).response == "ok"
     assert contract.clock.waits == []
     assert len(contract.requests) == 2

@@ -112,15 +112,10 @@ def test_suite_shape_for_one_dialogue(tmp_path: Path) -> None:
     assert text.splitlines()[0] == f"# yaml-language-server: $schema={schema}"
     suite = load(out)
     assert suite["agent"]["factory"] == "examples.convfinqa.baseline_agent:factory"
-    assert suite["evaluations"][0] == {
-        "type": "standard",
-        "metric": "numeric",
-        "name": "answer",
-        "absolute_tolerance": 0.0005,
-        "relative_tolerance": 0.005,
-        "accept_percent": True,
-        "accept_thousands_separators": True,
-    }
+    assert suite["evaluations"][0] == yaml.safe_load(
+        "{type: standard, metric: numeric, name: answer, absolute_tolerance: 0.0005, "
+        "relative_tolerance: 0.005, accept_percent: true, accept_thousands_separators: true}"
+    )
     assert (
         suite["evaluations"][1]["grader"] == "examples.convfinqa.graders:turn_program_equivalence"
     )
@@ -184,14 +179,10 @@ def test_unusual_records_convert_without_errors(tmp_path: Path) -> None:
     assert list(cases) == ids.split(",")
 
     yes_no = next(t for t in cases[YES_NO]["turns"] if t["ground_truth"] == "no")
-    assert yes_no["evaluations"][0] == {
-        "type": "standard",
-        "metric": "equality",
-        "name": "answer",
-        "case_insensitive": True,
-        "strip_whitespace": True,
-        "strip_punctuation": True,
-    }
+    assert yes_no["evaluations"][0] == yaml.safe_load(
+        "{type: standard, metric: equality, name: answer, case_insensitive: true, "
+        "strip_whitespace: true, strip_punctuation: true}"
+    )
     assert yes_no["evaluations"][1]["type"] == "code"
     assert yes_no["expected_tools"] == [{"name": "greater"}]  # both operands are earlier steps
 

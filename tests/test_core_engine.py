@@ -362,19 +362,15 @@ def test_fatal_backend_error_stops_the_run(project: Project) -> None:
 
 
 def test_legacy_case_has_no_turns_in_the_report(project: Project) -> None:
-    project.write(
-        "suite.yaml",
-        HEAD
-        + """\
-test_cases:
-  - name: legacy
-    input: hello
-    ground_truth: hi
-    expected_tools: [greet]
-    context: {script: [{response: hi, tools: [{name: greet, args: {}}]}]}
-    evaluations: [{type: standard, metric: equality}]
-""",
-    )
+    case = {
+        "name": "legacy",
+        "input": "hello",
+        "ground_truth": "hi",
+        "expected_tools": ["greet"],
+        "context": {"script": [{"response": "hi", "tools": [{"name": "greet", "args": {}}]}]},
+        "evaluations": [{"type": "standard", "metric": "equality"}],
+    }
+    suite(project, [case])
     result = project.run("run", "suite.yaml")
     assert result.code == 0
     [legacy] = result.report["results"]

@@ -63,20 +63,42 @@ test_cases:
     assert result.out == "ok: suite.yaml: 2 test cases, 3 turns\n"
 
 
-def test_unknown_top_level_key_suggests(project: Project) -> None:
-    error = one_error(project, "test_case:\n  - input: x\n")
-    assert error.startswith("suite.yaml:")
-    assert error == "suite.yaml:4 test_case: unknown key; did you mean 'test_cases'?"
+def turn_key(key: str) -> str:
+    """A suite body whose one turn has the key ``key`` (at line 8)."""
+    return f"test_cases:\n  - name: a\n    turns:\n      - input: x\n        {key}: []\n"
 
 
-def test_unknown_key_in_test_case(project: Project) -> None:
-    error = one_error(project, "test_cases:\n  - name: a\n    input: x\n    tag: [x]\n")
-    assert error == "suite.yaml:7 test_cases[0] (\"a\") tag: unknown key; did you mean 'tags'?"
-
-
-def test_unknown_key_in_agent(project: Project) -> None:
-    error = one_error(project, "  modle: x\ntest_cases:\n  - input: x\n")
-    assert error == "suite.yaml:4 agent.modle: unknown key; did you mean 'model'?"
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ("test_case:\n  - input: x\n", "4 test_case: unknown key; did you mean 'test_cases'?"),
+        (
+            "test_cases:\n  - name: a\n    input: x\n    tag: [x]\n",
+            "7 test_cases[0] (\"a\") tag: unknown key; did you mean 'tags'?",
+        ),
+        (
+            "  modle: x\ntest_cases:\n  - input: x\n",
+            "4 agent.modle: unknown key; did you mean 'model'?",
+        ),
+        (
+            turn_key("ground_truht"),
+            "8 test_cases[0] (\"a\") turns[0].ground_truht: unknown turn key; did you mean 'ground_truth'?",
+        ),
+        (
+            turn_key("expected_tool"),
+            "8 test_cases[0] (\"a\") turns[0].expected_tool: unknown turn key; did you mean 'expected_tools'?",
+        ),
+        (
+            turn_key("evaluation"),
+            "8 test_cases[0] (\"a\") turns[0].evaluation: unknown turn key; did you mean 'evaluations'?",
+        ),
+    ],
+)
+def test_a_misspelled_key_is_an_error_that_names_the_key_meant(
+    project: Project, body: str, error: str
+) -> None:
+    """The error, after ``suite.yaml:``: the line, where the key is, and the key it means."""
+    assert one_error(project, body) == "suite.yaml:" + error
 
 
 @pytest.mark.parametrize(
@@ -180,24 +202,6 @@ def test_an_unknown_key_is_never_suggested_as_itself() -> None:
             message = unknown_key_message(key, location)
             assert f"did you mean '{key}'" not in message, (name, key, message)
             assert message.startswith(("unknown key", f"'{key}' is not a key of ")), message
-
-
-@pytest.mark.parametrize(
-    ("typo", "known"),
-    [
-        ("ground_truht", "ground_truth"),
-        ("expected_tool", "expected_tools"),
-        ("evaluation", "evaluations"),
-    ],
-)
-def test_misspelled_turn_key_is_an_error(project: Project, typo: str, known: str) -> None:
-    error = one_error(
-        project, f"test_cases:\n  - name: a\n    turns:\n      - input: x\n        {typo}: []\n"
-    )
-    assert (
-        error
-        == f"suite.yaml:8 test_cases[0] (\"a\") turns[0].{typo}: unknown turn key; did you mean '{known}'?"
-    )
 
 
 def test_other_turn_keys_become_turn_config(project: Project) -> None:

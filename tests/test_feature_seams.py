@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from tests.agents import scripted_case
 from tests.conftest import Project
 from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, Usage
 from tests.test_judges import HAIKU, suite, verdict
@@ -240,11 +241,7 @@ def test_merge_compares_with_a_baseline_and_gates_on_regressions(project: Projec
 def test_a_spend_cap_stop_fails_the_run_even_when_gating_on_regressions(
     project: Project,
 ) -> None:
-    script = json.dumps([{"response": "ok", "cost": 0.5}])
-    body = "".join(
-        f"  - {{name: c{i}, context: {{script: {script}}}, turns: [{{input: q}}]}}\n"
-        for i in range(4)
-    )
+    body = "".join(scripted_case(f"c{i}", [{"response": "ok", "cost": 0.5}]) for i in range(4))
     head = "agent: {backend: python, factory: tests.agents:scripted}\ntest_cases:\n"
     project.write("suite.yaml", head + body)
     assert project.run("run", "suite.yaml", "-o", "base").code == 0

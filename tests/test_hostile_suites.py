@@ -237,7 +237,13 @@ BOMBS = {
 }
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.fixture(params=["validate", "run"])
+def command(request: pytest.FixtureRequest) -> str:
+    """Each test that takes ``command`` runs once with ``validate`` and once with ``run``."""
+    name: str = request.param
+    return name
+
+
 @pytest.mark.parametrize("bomb", sorted(BOMBS))
 def test_alias_bombs_are_refused(project: Project, bomb: str, command: str) -> None:
     text = HEAD + "test_cases:\n- input: x\n" + BOMBS[bomb]
@@ -453,26 +459,19 @@ def test_numbers_as_keys_deep_inside_context_still_load(project: Project) -> Non
 
 
 @pytest.mark.parametrize(
-    ("body", "line", "expected"),
+    ("body", "line", "column"),
     [
-        ("test_cases:\n\t- input: x\n", 5, "a tab character at line 5, column 1"),
-        (
-            "test_cases:\n  - input: x\n\t  ground_truth: y\n",
-            6,
-            "a tab character at line 6, column 1",
-        ),
-        (
-            "test_cases:\n  - input: x\n  \tground_truth: y\n",
-            6,
-            "a tab character at line 6, column 3",
-        ),
-        ("test_cases:\n  - turns:\n    \t- input: x\n", 6, "a tab character at line 6, column 5"),
+        ("test_cases:\n\t- input: x\n", 5, 1),
+        ("test_cases:\n  - input: x\n\t  ground_truth: y\n", 6, 1),
+        ("test_cases:\n  - input: x\n  \tground_truth: y\n", 6, 3),
+        ("test_cases:\n  - turns:\n    \t- input: x\n", 6, 5),
     ],
 )
-def test_tab_indentation_is_named(project: Project, body: str, line: int, expected: str) -> None:
+def test_tab_indentation_is_named(project: Project, body: str, line: int, column: int) -> None:
     error = one_error(project, HEAD + body)
     assert error.startswith(
-        f"suite.yaml:{line}: YAML syntax error: {expected}: YAML indentation must use spaces"
+        f"suite.yaml:{line}: YAML syntax error: a tab character at line {line}, column {column}: "
+        "YAML indentation must use spaces"
     )
 
 
@@ -693,14 +692,13 @@ FILE_KINDS = {
 }
 
 
-@pytest.fixture
+@pytest.fixture(params=sorted(FILE_KINDS))
 def hostile_file(request: pytest.FixtureRequest, project: Project) -> Iterator[tuple[str, Path]]:
+    """Each kind of :data:`FILE_KINDS`, made: (the kind, its path)."""
     kind = request.param
     yield kind, _make(kind, project.root / "hostile")
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
-@pytest.mark.parametrize("hostile_file", sorted(FILE_KINDS), indirect=True)
 def test_hostile_suite_paths(
     project: Project, hostile_file: tuple[str, Path], command: str
 ) -> None:
@@ -712,8 +710,6 @@ def test_hostile_suite_paths(
     assert errors == [f"{shown}: {expected}"]
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
-@pytest.mark.parametrize("hostile_file", sorted(FILE_KINDS), indirect=True)
 def test_hostile_instructions_file(
     project: Project, hostile_file: tuple[str, Path], command: str
 ) -> None:
@@ -725,8 +721,6 @@ def test_hostile_instructions_file(
     assert errors == [f"suite.yaml:4 agent.instructions_file: {expected}: {ref}"]
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
-@pytest.mark.parametrize("hostile_file", sorted(FILE_KINDS), indirect=True)
 def test_hostile_turn_files(project: Project, hostile_file: tuple[str, Path], command: str) -> None:
     kind, path = hostile_file
     ref = path.relative_to(project.root)

@@ -2,7 +2,8 @@
 
 Every test runs the CLI in-process on a suite whose agent is the scripted python
 agent (``tests.agents:scripted``) and whose judge talks to
-:class:`tests.fakes.anthropic_server.FakeAnthropic` on 127.0.0.1.
+:class:`tests.fakes.anthropic_server.FakeAnthropic` on 127.0.0.1. What the openai judge
+does alike (retries, credentials, faulting servers) is in tests/test_judge_contract.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from multiturn_eval.grading.recorded import RECORDED_JUDGEMENTS, JudgeKey
 from multiturn_eval.results import MetricResult
 from multiturn_eval.run import RunOptions, RunOutcome, run_suites
 from tests import docs_pages
-from tests.chat_flavors import POLITE, AnthropicFlavor, fenced, judge_fixtures, judge_suite
+from tests.chat_flavors import (
+    POLITE,
+    AnthropicFlavor,
+    check_an_unusable_verdict,
+    fenced,
+    judge_fixtures,
+    judge_suite,
+)
 from tests.conftest import Project
 from tests.fakes._server import Malformed, Request, Slow
 from tests.fakes.anthropic_server import (
@@ -28,8 +36,6 @@ from tests.fakes.anthropic_server import (
     ToolUse,
     Usage,
     agreeable_judge,
-    rate_limited,
-    server_error,
     text,
     unauthorized,
     verdict,
@@ -39,7 +45,8 @@ HAIKU = "claude-haiku-4-5"
 TOP = f"judge: {{model: {HAIKU}, retry: {{initial_delay: 0}}}}"
 
 
-fake, judged = judge_fixtures(AnthropicFlavor())
+FLAVOR = AnthropicFlavor()
+fake, judged = judge_fixtures(FLAVOR)
 
 
 def suite(evaluation: str = POLITE, *, top: str = TOP, **parts: Any) -> str:
@@ -58,64 +65,6 @@ def prompt_of(request: Request) -> str:
 
 
 # ----------------------------------------------------------------------------- scales
-
-
-@pytest.mark.parametrize(
-    ("scale", "extra", "reply", "passed", "score", "threshold", "head"),
-    [
-        ("pass_fail", "", {"verdict": "pass"}, True, 1.0, None, "verdict pass"),
-        ("pass_fail", "", {"verdict": "fail"}, False, 0.0, None, "verdict fail"),
-        ("0-1", "", {"score": 0.7}, True, 0.7, 0.5, "score 0.7 of 0-1 (threshold 0.5)"),
-        ("0-1", "", {"score": 0.3}, False, 0.3, 0.5, "score 0.3 of 0-1 (threshold 0.5)"),
-        (
-            "0-1",
-            ", threshold: 0.8",
-            {"score": 0.7},
-            False,
-            0.7,
-            0.8,
-            "score 0.7 of 0-1 (threshold 0.8)",
-        ),
-        ("0-1", "", {"score": 0}, False, 0.0, 0.5, "score 0 of 0-1"),
-        ("1-5", "", {"score": 4}, True, 0.75, 0.5, "score 4/5 (threshold 3)"),
-        ("1-5", "", {"score": 3}, True, 0.5, 0.5, "score 3/5 (threshold 3)"),
-        ("1-5", "", {"score": 2}, False, 0.25, 0.5, "score 2/5 (threshold 3)"),
-        ("1-5", ", threshold: 5", {"score": 4}, False, 0.75, 1.0, "score 4/5 (threshold 5)"),
-        ("1-5", "", {"score": 5.0}, True, 1.0, 0.5, "score 5/5"),
-    ],
-)
-def test_each_scale_gives_a_verdict_score_and_reason(
-    judged: Project,
-    fake: FakeAnthropic,
-    scale: str,
-    extra: str,
-    reply: dict[str, Any],
-    passed: bool,
-    score: float,
-    threshold: float | None,
-    head: str,
-) -> None:
-    fake.script(verdict(**reply, reason="It greets the user."))
-    judged.write("suite.yaml", suite(f"{{type: judge, rubric: Polite?, scale: {scale}{extra}}}"))
-    result = judged.run("run", "suite.yaml")
-    assert result.code == (0 if passed else 1), result.out + result.err
-    got = metric(result.report)
-    assert got["kind"] == "judge"
-    assert got["passed"] is passed
-    assert got["score"] == pytest.approx(score)
-    assert got["threshold"] == (pytest.approx(threshold) if threshold is not None else None)
-    assert got["reason"].startswith(head) and got["reason"].endswith(": It greets the user.")
-    assert got["details"]["reason"] == "It greets the user."
-    assert got["details"]["scale"] == scale
-    # the request: a forced tool whose schema is the scale's
-    (request,) = fake.messages_requests()
-    body = request.body
-    assert body["tool_choice"] == {"type": "tool", "name": "record_verdict"}
-    (tool,) = body["tools"]
-    schema = tool["input_schema"]
-    key = "verdict" if scale == "pass_fail" else "score"
-    assert schema["required"] == [key, "reason"] and schema["additionalProperties"] is False
-    assert body["model"] == HAIKU and body["temperature"] == 0 and body["max_tokens"] == 1024
 
 
 # ------------------------------------------------------------------------ precedence
@@ -261,17 +210,8 @@ BAD_VERDICTS = [
 def test_a_reply_that_does_not_fit_is_a_metric_error_never_a_pass(
     judged: Project, fake: FakeAnthropic, scale: str, reply: Any, why: str
 ) -> None:
-    fake.script(reply)
-    judged.write("suite.yaml", suite(f"{{type: judge, rubric: Polite?, scale: {scale}}}"))
-    result = judged.run("run", "suite.yaml")
-    assert result.code == 1, result.out + result.err
-    got = metric(result.report)
-    assert got["passed"] is False and got["score"] is None
-    assert why in got["error"], got["error"]
-    assert "Traceback" not in result.err
-    assert len(fake.messages_requests()) == 1  # not retried: the reply came, it is just unusable
-    case = result.report["results"][0]
-    assert case["outcome"] == "failed"
+    suite_text = suite(f"{{type: judge, rubric: Polite?, scale: {scale}}}")
+    check_an_unusable_verdict(judged, fake, FLAVOR, suite_text, reply, why)
 
 
 def test_an_unusable_reply_shows_an_excerpt_of_what_came_back(
@@ -284,76 +224,8 @@ def test_an_unusable_reply_shows_an_excerpt_of_what_came_back(
     assert "Great reply, top marks" in error
 
 
-# --------------------------------------------------------------------------- retries
-
-
-def test_429_and_5xx_are_retried_then_the_verdict_counts(
-    judged: Project, fake: FakeAnthropic
-) -> None:
-    fake.script(rate_limited("0"), server_error(503), verdict(verdict="pass", reason="ok"))
-    judged.write("suite.yaml", suite())
-    result = judged.run("run", "suite.yaml")
-    assert result.code == 0, result.out + result.err
-    assert len(fake.messages_requests()) == 3
-    turn = result.report["results"][0]["turns"][0]
-    assert any("judge attempt 1 failed" in w and "429" in w for w in turn["warnings"])
-    # only the call that answered is billed: 200 in, 30 out
-    assert turn["judge_token_usage"]["prompt_tokens"] == 200
-
-
-def test_retries_are_capped_then_the_metric_errors(judged: Project, fake: FakeAnthropic) -> None:
-    fake.responder = lambda r: server_error(500)
-    judged.write(
-        "suite.yaml",
-        suite(top=f"judge: {{model: {HAIKU}, retry: {{max_attempts: 3, initial_delay: 0}}}}"),
-    )
-    result = judged.run("run", "suite.yaml")
-    assert result.code == 1
-    assert len(fake.messages_requests()) == 3
-    error = metric(result.report)["error"]
-    assert "the judge call failed" in error and "gave up after 3 attempts" in error
-
-
-def test_a_retry_after_longer_than_the_cap_is_not_waited_for(
-    judged: Project, fake: FakeAnthropic
-) -> None:
-    fake.script(rate_limited("3600"))
-    judged.write("suite.yaml", suite())
-    result = judged.run("run", "suite.yaml")
-    assert result.code == 1
-    assert len(fake.messages_requests()) == 1
-    assert "longer than retry.max_retry_after" in metric(result.report)["error"]
-
-
 # ---------------------------------------------------------------------- credentials
-
-
-def test_a_401_from_the_judge_stops_the_run_with_exit_3(
-    judged: Project, fake: FakeAnthropic
-) -> None:
-    judged.env["ANTHROPIC_API_KEY"] = "sk-ant-revoked-judge-key-000"
-    judged.write("suite.yaml", suite(cases=6, same_reply=False))
-    result = judged.run("run", "suite.yaml", "-p", "1")
-    assert result.code == 3, result.out + result.err
-    assert len(fake.requests) == 1  # the first 401 stopped the run
-    stop = result.report["run"]["stop_reason"]
-    assert "the judge's Anthropic API refused the credentials (401: invalid x-api-key)" in stop
-    assert stop.count("refused the credentials") == 1
-    assert "Traceback" not in result.err
-    leaked = result.out + result.err + json.dumps(result.report)
-    assert "sk-ant-revoked-judge-key-000" not in leaked
-    cases = result.report["results"]
-    assert [c["outcome"] for c in cases[1:]] == ["skipped"] * 5
-
-
-def test_a_403_from_the_judge_stops_the_run_too(judged: Project, fake: FakeAnthropic) -> None:
-    from tests.fakes.anthropic_server import ApiError
-
-    fake.script(ApiError(403, "permission_error", "no access to this model"))
-    judged.write("suite.yaml", suite(cases=2, same_reply=False))
-    result = judged.run("run", "suite.yaml", "-p", "1")
-    assert result.code == 3
-    assert "(403: no access to this model)" in result.report["run"]["stop_reason"]
+# (retries, refused credentials, faulting servers: tests/test_judge_contract.py, for both)
 
 
 def test_a_judge_key_from_the_suite_is_redacted(judged: Project, fake: FakeAnthropic) -> None:
@@ -1016,31 +888,6 @@ def test_a_judge_key_written_into_the_suite_is_redacted(
     assert "sk-ant-literal-judge-key-7777" not in result.out + result.err
 
 
-def test_a_judge_slower_than_turn_timeout_is_a_metric_error(
-    judged: Project, fake: FakeAnthropic
-) -> None:
-    fake.responder = lambda r: Slow(5, verdict(verdict="pass", reason="late"))
-    judged.write(
-        "suite.yaml",
-        suite(top=f"judge: {{model: {HAIKU}, retry: {{max_attempts: 2, initial_delay: 0}}}}"),
-    )
-    result = judged.run("run", "suite.yaml", "--turn-timeout", "0.5")
-    assert result.code == 1, result.out + result.err
-    got = metric(result.report)
-    assert got["passed"] is False and "timed out" in got["error"], got["error"]
-    assert len(fake.messages_requests()) <= 2  # capped: max_attempts within the turn's time
-
-
-def test_a_dropped_connection_is_retried(judged: Project, fake: FakeAnthropic) -> None:
-    from tests.fakes._server import Drop
-
-    fake.script(Drop(), verdict(verdict="pass", reason="ok"))
-    judged.write("suite.yaml", suite())
-    result = judged.run("run", "suite.yaml")
-    assert result.code == 0, result.out + result.err
-    assert len(fake.messages_requests()) == 2
-
-
 def test_a_turns_judges_run_side_by_side_and_keep_their_order(
     judged: Project, fake: FakeAnthropic
 ) -> None:
@@ -1066,33 +913,3 @@ def test_a_turns_judges_run_side_by_side_and_keep_their_order(
     assert [m["metric_name"] for m in metrics] == ["polite", "contains", "brief"]
     assert [m["passed"] for m in metrics] == [True, True, False]
     assert result.report["results"][0]["turns"][0]["judge_token_usage"]["total_tokens"] == 460
-
-
-@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
-def test_a_huge_judge_reply_is_capped_and_an_error(
-    judged: Project, fake: FakeAnthropic, chunked: bool
-) -> None:
-    from tests.fakes._server import Huge
-
-    fake.script(Huge(size=12 * 1024 * 1024, chunked=chunked))
-    judged.write("suite.yaml", suite())
-    result = judged.run("run", "suite.yaml")
-    assert result.code == 1
-    error = metric(result.report)["error"]
-    assert "not a Messages API response" in error and "10 MB" in error, error
-
-
-def test_the_transport_is_aiohttp_when_installed_else_httpx(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import anthropic
-
-    from multiturn_eval.grading.judges import clients
-
-    monkeypatch.setattr(clients, "TRANSPORT", "auto")
-    assert "Aiohttp" in type(clients.http_client(anthropic)).__mro__[1].__name__
-    monkeypatch.setattr(clients, "TRANSPORT", "httpx")
-    assert type(clients.http_client(anthropic)).__name__ == "_DefaultAsyncHttpxClient"
-    monkeypatch.setattr(clients, "TRANSPORT", "auto")
-    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)  # no aiohttp here
-    assert type(clients.http_client(anthropic)).__name__ == "_DefaultAsyncHttpxClient"

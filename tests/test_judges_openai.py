@@ -1,7 +1,9 @@
 """LLM judges with ``backend: openai``: the real ``openai`` SDK against the fake chat-completions API.
 
 The verdict comes back as a strict ``json_schema`` response format; the same
-suite shape as tests/test_judges.py, with ``judge: {backend: openai, ...}``.
+suite shape as tests/test_judges.py, with ``judge: {backend: openai, ...}``. What
+both judge backends do alike (retries, credentials, faulting servers) is in
+tests/test_judge_contract.py.
 """
 
 from __future__ import annotations
@@ -11,25 +13,28 @@ from typing import Any
 
 import pytest
 
-from tests.chat_flavors import POLITE, OpenAIFlavor, judge_fixtures, judge_suite
+from tests.chat_flavors import (
+    POLITE,
+    OpenAIFlavor,
+    check_an_unusable_verdict,
+    judge_fixtures,
+    judge_suite,
+)
 from tests.conftest import Project
 from tests.fakes._server import Malformed
 from tests.fakes.openai_server import (
     API_KEY,
     Completion,
-    ErrorReply,
     FakeOpenAI,
     Usage,
-    rate_limited,
-    server_error,
     text,
-    unauthorized,
 )
 
 MODEL = "gpt-judge-test"
 
 
-fake, judged = judge_fixtures(OpenAIFlavor())
+FLAVOR = OpenAIFlavor()
+fake, judged = judge_fixtures(FLAVOR)
 
 
 def suite(
@@ -45,46 +50,6 @@ def suite(
 
 def answer(**fields: Any) -> Completion:
     return text(json.dumps(fields), Usage(300, 40))
-
-
-def metric(report: dict[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = report["results"][0]["turns"][0]["metric_results"][0]
-    return result
-
-
-@pytest.mark.parametrize(
-    ("scale", "reply", "passed", "score"),
-    [
-        ("pass_fail", {"verdict": "pass"}, True, 1.0),
-        ("pass_fail", {"verdict": "fail"}, False, 0.0),
-        ("0-1", {"score": 0.9}, True, 0.9),
-        ("0-1", {"score": 0.1}, False, 0.1),
-        ("1-5", {"score": 5}, True, 1.0),
-        ("1-5", {"score": 1}, False, 0.0),
-    ],
-)
-def test_each_scale_through_a_strict_json_schema(
-    judged: Project, fake: FakeOpenAI, scale: str, reply: dict[str, Any], passed: bool, score: float
-) -> None:
-    fake.script(answer(**reply, reason="Short and kind."))
-    judged.write("suite.yaml", suite(f"{{type: judge, rubric: Polite?, scale: {scale}}}"))
-    result = judged.run("run", "suite.yaml")
-    assert result.code == (0 if passed else 1), result.out + result.err
-    got = metric(result.report)
-    assert got["passed"] is passed and got["score"] == pytest.approx(score)
-    assert got["reason"].endswith(": Short and kind.")
-    assert got["details"]["judge_backend"] == "openai"
-    (request,) = fake.chat_requests()
-    body = request.body
-    schema = body["response_format"]
-    assert schema["type"] == "json_schema" and schema["json_schema"]["strict"] is True
-    properties = schema["json_schema"]["schema"]["properties"]
-    assert set(properties) == {"verdict" if scale == "pass_fail" else "score", "reason"}
-    assert schema["json_schema"]["schema"]["additionalProperties"] is False
-    assert body["model"] == MODEL and body["temperature"] == 0
-    assert body["max_completion_tokens"] == 1024
-    assert [m["role"] for m in body["messages"]] == ["system", "user"]
-    assert request.headers["authorization"] == f"Bearer {API_KEY}"
 
 
 BAD = [
@@ -121,14 +86,7 @@ BAD = [
 def test_a_reply_that_does_not_fit_is_a_metric_error(
     judged: Project, fake: FakeOpenAI, reply: Any, why: str
 ) -> None:
-    fake.script(reply)
-    judged.write("suite.yaml", suite())
-    result = judged.run("run", "suite.yaml")
-    assert result.code == 1, result.out + result.err
-    got = metric(result.report)
-    assert got["passed"] is False and got["score"] is None
-    assert why in got["error"], got["error"]
-    assert "Traceback" not in result.err
+    check_an_unusable_verdict(judged, fake, FLAVOR, suite(), reply, why)
 
 
 @pytest.mark.parametrize(
@@ -143,50 +101,8 @@ def test_a_reply_that_does_not_fit_is_a_metric_error(
 def test_an_out_of_range_score_is_a_metric_error(
     judged: Project, fake: FakeOpenAI, scale: str, content: str, why: str
 ) -> None:
-    fake.script(text(content))
-    judged.write("suite.yaml", suite(f"{{type: judge, rubric: Polite?, scale: {scale}}}"))
-    got = metric(judged.run("run", "suite.yaml").report)
-    assert why in got["error"] and got["passed"] is False
-
-
-def test_429_and_5xx_are_retried(judged: Project, fake: FakeOpenAI) -> None:
-    fake.script(rate_limited("0"), server_error(502), answer(verdict="pass", reason="ok"))
-    judged.write("suite.yaml", suite())
-    result = judged.run("run", "suite.yaml")
-    assert result.code == 0, result.out + result.err
-    assert len(fake.chat_requests()) == 3
-
-
-def test_retries_are_capped(judged: Project, fake: FakeOpenAI) -> None:
-    fake.responder = lambda r: server_error(500)
-    judged.write(
-        "suite.yaml",
-        suite(
-            judge=f"{{backend: openai, model: {MODEL}, retry: {{max_attempts: 2, initial_delay: 0}}}}"
-        ),
-    )
-    result = judged.run("run", "suite.yaml")
-    assert result.code == 1
-    assert len(fake.chat_requests()) == 2
-    assert "gave up after 2 attempts" in metric(result.report)["error"]
-
-
-@pytest.mark.parametrize("status", [401, 403])
-def test_a_401_or_403_stops_the_run_with_exit_3(
-    judged: Project, fake: FakeOpenAI, status: int
-) -> None:
-    if status == 401:
-        judged.env["OPENAI_API_KEY"] = "sk-revoked-openai-judge-000"
-    else:
-        fake.script(ErrorReply(403, "You are not allowed to use this model", "permission_error"))
-    judged.write("suite.yaml", suite(cases=4))
-    result = judged.run("run", "suite.yaml", "-p", "1")
-    assert result.code == 3, result.out + result.err
-    assert len(fake.requests) == 1
-    stop = result.report["run"]["stop_reason"]
-    assert f"the judge's OpenAI-compatible API refused the credentials ({status}" in stop
-    assert "OPENAI_API_KEY or judge.api_key" in stop
-    assert "sk-revoked-openai-judge-000" not in json.dumps(result.report) + result.err
+    suite_text = suite(f"{{type: judge, rubric: Polite?, scale: {scale}}}")
+    check_an_unusable_verdict(judged, fake, FLAVOR, suite_text, text(content), why)
 
 
 def test_an_azure_endpoint_with_api_version(judged: Project, fake: FakeOpenAI) -> None:
@@ -238,24 +154,6 @@ def test_no_openai_key_is_a_config_error(judged: Project, fake: FakeOpenAI) -> N
     assert result.code == 2
     assert "no API key for the openai judge: set OPENAI_API_KEY" in result.err
     assert fake.requests == []
-
-
-def test_an_unauthorized_reply_is_not_retried(judged: Project, fake: FakeOpenAI) -> None:
-    fake.script(unauthorized())
-    judged.write("suite.yaml", suite())
-    assert judged.run("run", "suite.yaml").code == 3
-    assert len(fake.requests) == 1
-
-
-def test_a_huge_reply_is_capped_and_an_error(judged: Project, fake: FakeOpenAI) -> None:
-    from tests.fakes._server import Huge
-
-    fake.script(Huge(size=12 * 1024 * 1024, chunked=True))
-    judged.write("suite.yaml", suite())
-    result = judged.run("run", "suite.yaml")
-    assert result.code == 1
-    error = metric(result.report)["error"]
-    assert "not a chat completion" in error and "10 MB" in error, error
 
 
 def test_a_missing_openai_package_is_a_config_error(

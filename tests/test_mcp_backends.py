@@ -25,22 +25,12 @@ from typing import Any
 import pytest
 
 from multiturn_eval.errors import McpServerCrashed
-from tests.backend_harness import error, reply
+from tests.backend_harness import CASES, error, reply
 from tests.chat_flavors import FLAVORS, Flavor, FlavorHarness, Turn, U, flavored
 from tests.conftest import Project
 from tests.test_mcp_servers import TOOLBOX, http_toolbox, wait_gone
 
 each = pytest.mark.parametrize("flavor", FLAVORS, ids=str)
-
-#: a two-turn test case (the harness sends its own messages)
-CASES = """\
-test_cases:
-  - name: billing
-    context: {table: {revenue: 206588, cost: 181001}}
-    turns:
-      - input: what is the balance?
-      - input: and again?
-"""
 
 
 def server(
@@ -282,12 +272,13 @@ def counting(flavor: Flavor, tool: str = "increment") -> Any:
 
 
 @pytest.fixture
-def cli(request: pytest.FixtureRequest, project: Project) -> Iterator[tuple[Flavor, Any, Project]]:
+def fake(request: pytest.FixtureRequest, project: Project) -> Iterator[Any]:
+    """The fake server of the test's ``flavor``, with ``project``'s CLI runs pointed at it."""
     flavor: Flavor = request.node.callspec.params["flavor"]
-    with flavor.server() as fake:
-        project.env.update(flavor.env(fake))
+    with flavor.server() as running:
+        project.env.update(flavor.env(running))
         project.env["PATH"] = os.environ.get("PATH", "")
-        yield flavor, fake, project
+        yield running
 
 
 def report(result: Any) -> dict[str, Any]:
@@ -311,7 +302,8 @@ def counts(data: dict[str, Any]) -> list[str]:
 
 
 def counted_run(
-    cli: tuple[Flavor, Any, Project],
+    fake: Any,
+    project: Project,
     flavor: Flavor,
     entries: str,
     cases: int,
@@ -319,7 +311,6 @@ def counted_run(
     formats: tuple[str, ...] = ("json",),
 ) -> tuple[Any, dict[str, Any]]:
     """A passing CLI run of ``cases`` counting cases (the model calls increment once each)."""
-    _, fake, project = cli
     fake.responder = counting(flavor)
     project.write("suite.yaml", cli_suite(flavor, entries, cases=cases))
     result = project.run("run", "suite.yaml", *options, formats=formats)
@@ -328,10 +319,8 @@ def counted_run(
 
 
 @each
-def test_every_case_sees_its_own_server_at_p_8(
-    cli: tuple[Flavor, Any, Project], flavor: Flavor
-) -> None:
-    result, data = counted_run(cli, flavor, server(tools=BILLING), 8, "-p", "8")
+def test_every_case_sees_its_own_server_at_p_8(fake: Any, project: Project, flavor: Flavor) -> None:
+    result, data = counted_run(fake, project, flavor, server(tools=BILLING), 8, "-p", "8")
     assert counts(data) == ["1"] * 8  # a fresh server per case: the counter starts at 0
     for case in data["results"]:
         (call,) = case["turns"][0]["tool_invocations"]
@@ -345,9 +334,11 @@ def test_every_case_sees_its_own_server_at_p_8(
 
 @pytest.mark.parametrize("flavor", FLAVORS[:1], ids=str)
 def test_every_repeat_run_gets_a_fresh_server_too(
-    cli: tuple[Flavor, Any, Project], flavor: Flavor
+    fake: Any, project: Project, flavor: Flavor
 ) -> None:
-    _, data = counted_run(cli, flavor, server(tools=BILLING), 2, "-p", "4", "--repeat", "3")
+    _, data = counted_run(
+        fake, project, flavor, server(tools=BILLING), 2, "-p", "4", "--repeat", "3"
+    )
     runs = [run for case in data["results"] for run in case["runs"]]
     assert len(runs) == 6
     assert data["run"]["mcp_servers"][0]["starts"] == 6
@@ -355,11 +346,11 @@ def test_every_repeat_run_gets_a_fresh_server_too(
 
 @each
 def test_scope_run_shares_one_server_started_before_any_agent_call(
-    cli: tuple[Flavor, Any, Project], flavor: Flavor, tmp_path: Path
+    fake: Any, project: Project, flavor: Flavor, tmp_path: Path
 ) -> None:
     pid_file = tmp_path / "server.pid"
     entry = server(tools=BILLING, scope="run", env={"TOOLBOX_PID_FILE": str(pid_file)})
-    result, data = counted_run(cli, flavor, entry, 4, "-p", "2", formats=("json", "html"))
+    result, data = counted_run(fake, project, flavor, entry, 4, "-p", "2", formats=("json", "html"))
     assert sorted(counts(data), key=int) == ["1", "2", "3", "4"]  # one counter for the run
     (entry,) = data["run"]["mcp_servers"]
     assert (entry["scope"], entry["starts"]) == ("run", 1)
@@ -371,9 +362,8 @@ def test_scope_run_shares_one_server_started_before_any_agent_call(
 
 @each
 def test_a_scope_run_server_that_does_not_start_is_exit_2_before_any_agent_call(
-    cli: tuple[Flavor, Any, Project], flavor: Flavor
+    fake: Any, project: Project, flavor: Flavor
 ) -> None:
-    _, fake, project = cli
     fake.responder = counting(flavor)
     entries = server(tools=BILLING, scope="run") + server("broken", mode="bad-schema", scope="run")
     project.write("suite.yaml", cli_suite(flavor, entries))
@@ -391,9 +381,8 @@ def test_a_scope_run_server_that_does_not_start_is_exit_2_before_any_agent_call(
 @each
 @pytest.mark.parametrize("clash", ["python tool", "two servers"])
 def test_a_tool_name_clash_of_a_scope_run_server_is_exit_2_naming_both_sources(
-    cli: tuple[Flavor, Any, Project], flavor: Flavor, clash: str
+    fake: Any, project: Project, flavor: Flavor, clash: str
 ) -> None:
-    _, fake, project = cli
     if clash == "python tool":  # the server lists a tool 'lookup', as the Python tool is named
         entries = server("catalog", mode="clash", scope="run")
         wanted = [
@@ -417,9 +406,8 @@ def test_a_tool_name_clash_of_a_scope_run_server_is_exit_2_naming_both_sources(
 
 @pytest.mark.parametrize("flavor", FLAVORS[1:2], ids=str)
 def test_a_url_server_gets_a_fresh_mcp_session_per_case_and_its_headers_stay_secret(
-    cli: tuple[Flavor, Any, Project], flavor: Flavor
+    fake: Any, project: Project, flavor: Flavor
 ) -> None:
-    _, fake, project = cli
     token = "search-token-0123456789"
     project.env["SEARCH_TOKEN"] = token
     with http_toolbox() as url:
@@ -427,7 +415,7 @@ def test_a_url_server_gets_a_fresh_mcp_session_per_case_and_its_headers_stay_sec
             f"    - name: search\n      url: {url}\n      tools: [increment, whoami]\n"
             "      headers: {X-Search-Token: '${SEARCH_TOKEN}'}\n"
         )
-        _, data = counted_run(cli, flavor, entry, 3, "-p", "3")
+        _, data = counted_run(fake, project, flavor, entry, 3, "-p", "3")
         assert counts(data) == ["1"] * 3  # one MCP session per case
         fake.responder = counting(flavor, "whoami")
         result = project.run(
@@ -441,9 +429,8 @@ def test_a_url_server_gets_a_fresh_mcp_session_per_case_and_its_headers_stay_sec
 
 @pytest.mark.parametrize("flavor", FLAVORS[:1], ids=str)
 def test_env_values_are_secrets_in_every_artifact(
-    cli: tuple[Flavor, Any, Project], flavor: Flavor
+    fake: Any, project: Project, flavor: Flavor
 ) -> None:
-    _, fake, project = cli
     secret = "postgres://billing:hunter2-hunter2@db/billing"
     project.env["BILLING_DB"] = secret
     fake.responder = counting(flavor, "whoami")
@@ -459,9 +446,8 @@ def test_env_values_are_secrets_in_every_artifact(
 
 @pytest.mark.parametrize("flavor", FLAVORS[:1], ids=str)
 def test_a_hung_call_without_call_timeout_is_bounded_by_the_turn_and_leaves_no_process(
-    cli: tuple[Flavor, Any, Project], flavor: Flavor, tmp_path: Path
+    fake: Any, project: Project, flavor: Flavor, tmp_path: Path
 ) -> None:
-    _, fake, project = cli
     fake.responder = counting(flavor, "hang")
     pid_file = tmp_path / "server.pid"
     entry = server(tools=["hang"], env={"TOOLBOX_PID_FILE": str(pid_file)})

@@ -13,6 +13,7 @@ from multiturn_eval.merge import merge_reports
 from multiturn_eval.results import CaseResult, Report, RunInfo, ShardInfo
 from multiturn_eval.rollup import summarize
 from multiturn_eval.sharding import ShardItem, assign, case_keys, split_id
+from tests.agents import scripted_case
 from tests.conftest import Project
 
 SUITE = """\
@@ -229,15 +230,8 @@ def test_an_interrupted_shard_makes_the_merge_exit_3(
 
 
 def test_the_shards_spend_caps_add_up_in_the_merged_report(project: Project) -> None:
-    script = json.dumps([{"response": "1", "cost": 0.5}])
-    project.write(
-        "a.yaml",
-        SUITE
-        + "".join(
-            f"  - {{name: c{i}, context: {{script: {script}}}, turns: [{{input: q, ground_truth: 1}}]}}\n"
-            for i in range(8)
-        ),
-    )
+    steps, turns = [{"response": "1", "cost": 0.5}], ["{input: q, ground_truth: 1}"]
+    project.write("a.yaml", SUITE + "".join(scripted_case(f"c{i}", steps, turns) for i in range(8)))
     paths = []
     for number in (1, 2):
         result = project.run(

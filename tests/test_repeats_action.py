@@ -16,7 +16,9 @@ import pytest
 from multiturn_eval.errors import InputError
 from multiturn_eval.github.inputs import read_inputs
 from tests.fakes.github_api import FakeGitHub
-from tests.test_action_entrypoint import Runner, Step, comments, github, runner  # noqa: F401
+from tests.test_action_entrypoint import Runner, Step, comments, github, runner
+
+__all__ = ["github", "runner"]  # the fixtures, used by name
 
 COIN = '''\
 """Turn 2 is wrong in every second session of a test case (sessions counted per case)."""
@@ -78,7 +80,7 @@ def test_the_repeat_input(tmp_path: Path, value: str, repeat: int | None) -> Non
     assert inputs.repeat == repeat
 
 
-def _coin_step(runner: Runner, repeat: str, execution: str = "") -> Step:  # noqa: F811
+def _coin_step(runner: Runner, repeat: str, execution: str = "") -> Step:
     """The Action's step on the coin suite (``execution``: its block) with ``repeat``."""
     (runner.workspace / "agents" / "coin.py").write_text(COIN, encoding="utf-8")
     (runner.workspace / "evals" / "coin.yaml").write_text(
@@ -88,8 +90,7 @@ def _coin_step(runner: Runner, repeat: str, execution: str = "") -> Step:  # noq
 
 
 def test_repeat_input_end_to_end_fails_a_flaky_case_at_its_varying_turn(
-    runner: Runner,  # noqa: F811
-    github: FakeGitHub,  # noqa: F811
+    runner: Runner, github: FakeGitHub
 ) -> None:
     step = _coin_step(runner, "4")
     assert step.code == 1, step.log
@@ -112,8 +113,7 @@ def test_repeat_input_end_to_end_fails_a_flaky_case_at_its_varying_turn(
 
 
 def test_repeat_input_end_to_end_a_flaky_case_within_the_gate_passes_with_a_warning(
-    runner: Runner,  # noqa: F811
-    github: FakeGitHub,  # noqa: F811
+    runner: Runner, github: FakeGitHub
 ) -> None:
     step = _coin_step(runner, "4", "execution:\n  min_pass_rate: 0.5\n")
     assert step.code == 0, step.log
@@ -127,8 +127,7 @@ def test_repeat_input_end_to_end_a_flaky_case_within_the_gate_passes_with_a_warn
 
 
 def test_a_bad_repeat_input_fails_the_step_before_any_agent_call(
-    runner: Runner,  # noqa: F811
-    github: FakeGitHub,  # noqa: F811
+    runner: Runner, github: FakeGitHub
 ) -> None:
     step = _coin_step(runner, "zero")
     assert step.code == 2, step.log

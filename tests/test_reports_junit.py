@@ -90,17 +90,19 @@ def test_failure_names_first_failing_turn_and_lists_every_turn(
     (failure,) = cases["Double_AAPL_2015"].result
     assert isinstance(failure, Failure)
     assert failure.message.startswith("turn 2: tools: subtract: no call matched")
-    text = failure.text
-    assert "turn 1/3 (line 23): PASSED" in text
-    assert "turn 2/3 (line 26): FAILED" in text
-    assert "turn 3/3 (line 33): PASSED" in text
-    # the failing turn in detail: input, expected, got, the tool call, every failed check
-    assert "input:      and the difference from 2014?" in text
-    assert "expected:   50920" in text
-    assert "got:        The difference is 51,000 | roughly. cc @octocat </details>" in text
-    assert 'tool call:  math-subtract(a=233715, b="182,795") -> 51000' in text
-    assert "✗ tools: subtract: no call matched" in text
-    assert "✗ numeric: expected 50920 (±0.5), got 51" in text
+    shown = [
+        "turn 1/3 (line 23): PASSED",
+        "turn 2/3 (line 26): FAILED",
+        "turn 3/3 (line 33): PASSED",
+        # the failing turn in detail: input, expected, got, the tool call, every failed check
+        "input:      and the difference from 2014?",
+        "expected:   50920",
+        "got:        The difference is 51,000 | roughly. cc @octocat </details>",
+        'tool call:  math-subtract(a=233715, b="182,795") -> 51000',
+        "✗ tools: subtract: no call matched",
+        "✗ numeric: expected 50920 (±0.5), got 51",
+    ]
+    assert [line for line in shown if line not in failure.text] == [], failure.text
     (grader,) = cases["tone-grader"].result
     assert (
         grader.message == "turn 1: graders.tone:polite: error: ZeroDivisionError: division by zero"

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests import agents
+from tests.agents import scripted_case
 from tests.conftest import CliResult, Project
 
 SUITE = """\
@@ -20,8 +21,7 @@ test_cases:
 
 
 def case(name: str, response: str = "1", step: dict[str, Any] | None = None) -> str:
-    script = json.dumps([step or {"response": response}])
-    return f"  - {{name: {name}, context: {{script: {script}}}, turns: [{{input: q, ground_truth: 1}}]}}\n"
+    return scripted_case(name, [step or {"response": response}], ["{input: q, ground_truth: 1}"])
 
 
 def first_run(project: Project) -> Path:

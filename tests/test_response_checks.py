@@ -335,7 +335,18 @@ def test_schema_errors_are_listed_in_details() -> None:
 
 # ------------------------------------------------------------------ load-time errors
 
-AGENT = 'agent: {backend: python, factory: "tests.agents:scripted"}\ntest_cases:\n  - turns:\n      - input: q\n        evaluations:\n          - '
+
+def checked_by(evaluation: str) -> str:
+    """A suite of one turn of the scripted agent, checked by ``evaluation`` (at line 6)."""
+    return f"""\
+agent: {{backend: python, factory: "tests.agents:scripted"}}
+test_cases:
+  - turns:
+      - input: q
+        evaluations:
+          - {evaluation}
+"""
+
 
 BAD_CONFIGS: list[tuple[str, str]] = [
     (
@@ -412,7 +423,7 @@ def test_bad_response_checks_are_located_config_errors(
 ) -> None:
     project.write("broken.json", '{"type": }')
     project.write("invalid.json", '{"required": "many"}')
-    project.write("suite.yaml", AGENT + evaluation + "\n")
+    project.write("suite.yaml", checked_by(evaluation))
     result = project.run("run", "suite.yaml")
     assert result.code == 2
     assert message in result.err, result.err

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
 import pytest
 
 from multiturn_eval.sharding import ShardItem, assign, case_keys, parse_shard, split_id
+from tests.agents import scripted_case
 from tests.conftest import Project
 
 SUITE = """\
@@ -19,9 +19,9 @@ test_cases:
 
 
 def case_line(name: str, turns: int, truth: int = 1) -> str:
-    script = json.dumps([{"response": "1"}] * turns)
-    body = ", ".join([f"{{input: q, ground_truth: {truth}}}"] * turns)
-    return f"  - {{name: {name}, context: {{script: {script}}}, turns: [{body}]}}\n"
+    return scripted_case(
+        name, [{"response": "1"}] * turns, [f"{{input: q, ground_truth: {truth}}}"] * turns
+    )
 
 
 def write_suite(project: Project, name: str, turns: list[int]) -> None:

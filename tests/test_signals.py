@@ -31,7 +31,12 @@ pytestmark = pytest.mark.skipif(
     not Path("/proc/self/status").exists(), reason="needs Linux /proc (SigCgt)"
 )
 
-SIGNALS = ("SIGTERM", "SIGINT")
+
+@pytest.fixture(params=["SIGTERM", "SIGINT"])
+def signame(request: pytest.FixtureRequest) -> str:
+    """Each test that takes ``signame`` runs once with each signal."""
+    name: str = request.param
+    return name
 
 
 def trial(phase: str, signame: str, tmp_path: Path) -> Trial:
@@ -49,7 +54,6 @@ def journal(tmp_path: Path) -> list[str]:
     return [json.loads(line)["name"] for line in path.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("signame", SIGNALS)
 def test_signal_at_start_up_writes_an_empty_incomplete_report(signame: str, tmp_path: Path) -> None:
     trial("startup", signame, tmp_path)
     written = report(tmp_path)
@@ -57,7 +61,6 @@ def test_signal_at_start_up_writes_an_empty_incomplete_report(signame: str, tmp_
     assert written.run.stop_reason == f"interrupted by {signame} while loading the suites"
 
 
-@pytest.mark.parametrize("signame", SIGNALS)
 def test_signal_while_a_factory_import_sleeps_stops_the_loading(
     signame: str, tmp_path: Path
 ) -> None:
@@ -66,7 +69,6 @@ def test_signal_while_a_factory_import_sleeps_stops_the_loading(
     assert "while loading the suites" in (result.stop_reason or "")
 
 
-@pytest.mark.parametrize("signame", SIGNALS)
 def test_signal_the_main_thread_cannot_handle_while_loading_is_rescued_by_the_watchdog(
     signame: str, tmp_path: Path
 ) -> None:
@@ -80,7 +82,6 @@ def test_signal_the_main_thread_cannot_handle_while_loading_is_rescued_by_the_wa
     assert result.stop_reason == f"interrupted by {signame} while loading the suites"
 
 
-@pytest.mark.parametrize("signame", SIGNALS)
 def test_signal_during_the_run_keeps_finished_cases_and_skips_the_rest(
     signame: str, tmp_path: Path
 ) -> None:
@@ -95,7 +96,6 @@ def test_signal_during_the_run_keeps_finished_cases_and_skips_the_rest(
     assert written.run.stop_reason == f"interrupted by {signame}"
 
 
-@pytest.mark.parametrize("signame", SIGNALS)
 def test_signal_while_the_event_loop_is_blocked_is_rescued_by_the_watchdog(
     signame: str, tmp_path: Path
 ) -> None:
@@ -106,7 +106,6 @@ def test_signal_while_the_event_loop_is_blocked_is_rescued_by_the_watchdog(
     assert [r.skipped for r in written.results[2:]] == [True, True]
 
 
-@pytest.mark.parametrize("signame", SIGNALS)
 def test_signal_while_the_reports_are_written_still_finishes_them(
     signame: str, tmp_path: Path
 ) -> None:
@@ -116,7 +115,6 @@ def test_signal_while_the_reports_are_written_still_finishes_them(
     assert len(journal(tmp_path)) == 30
 
 
-@pytest.mark.parametrize("signame", SIGNALS)
 def test_a_second_signal_exits_with_report_json_holding_every_finished_case(
     signame: str, tmp_path: Path
 ) -> None:
@@ -228,7 +226,6 @@ def test_a_main_thread_that_never_sees_the_signal_while_loading_cannot_keep_the_
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("signame", SIGNALS)
 def test_validate_stuck_in_a_c_import_exits_3_without_waiting_for_it(
     signame: str, tmp_path: Path
 ) -> None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
 from tests import agents, conversation_graders, simulators
-from tests.conftest import Project
+from tests.conftest import CliResult, Project
 
 HEAD = """\
 agent: {backend: python, factory: tests.agents:scripted}
@@ -72,6 +72,14 @@ def replies(*texts: str) -> list[dict[str, Any]]:
     return [{"response": t} for t in texts]
 
 
+def ran_case(
+    project: Project, *argv: str, formats: Sequence[str] = ("json",), **fields: Any
+) -> CliResult:
+    """``run`` (``argv``, ``formats``) of a suite of one simulated case, :func:`case` of
+    ``fields``."""
+    return project.ran(suite(case(**fields)), *argv, formats=formats)
+
+
 def only(report: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = report["results"][0]
     return result
@@ -85,14 +93,11 @@ def metric(case_result: dict[str, Any], name: str) -> dict[str, Any] | None:
 
 
 def test_scripted_turns_first_then_the_simulated_user_takes_over(project: Project) -> None:
-    result = project.ran(
-        suite(
-            case(
-                turns=["hi, my blender arrived broken"],
-                say=["order W123, please refund it", end(message="thanks!", reason="refunded")],
-                script=replies("Sorry! Which order?", "Refund issued for W123.", "Bye."),
-            )
-        )
+    result = ran_case(
+        project,
+        turns=["hi, my blender arrived broken"],
+        say=["order W123, please refund it", end(message="thanks!", reason="refunded")],
+        script=replies("Sorry! Which order?", "Refund issued for W123.", "Bye."),
     )
     assert result.code == 0, result.out + result.err
     c = only(result.report)
@@ -134,7 +139,7 @@ def test_scripted_turns_first_then_the_simulated_user_takes_over(project: Projec
 def test_each_outcome_decides_user_goal(
     project: Project, say: list[Any], passed: bool, outcome: str, reason: str
 ) -> None:
-    result = project.ran(suite(case(say=say, user="max_turns: 2")), formats=("json", "junit"))
+    result = ran_case(project, formats=("json", "junit"), say=say, user="max_turns: 2")
     c = only(result.report)
     assert c["simulation"]["outcome"] == outcome
     assert c["passed"] is passed
@@ -150,14 +155,14 @@ def test_each_outcome_decides_user_goal(
 
 
 def test_an_end_before_any_message_is_an_invalid_simulation(project: Project) -> None:
-    c = only(project.ran(suite(case(say=[end("goal_met")]))).report)
+    c = only(ran_case(project, say=[end("goal_met")]).report)
     assert c["simulation"]["outcome"] == "invalid_simulation"
     assert "before any message was sent: nothing was tested" in c["simulation"]["reason"]
     assert c["outcome"] == "error"
 
 
 def test_done_without_a_message_ends_at_once(project: Project) -> None:
-    c = only(project.ran(suite(case(say=["refund W123", end(reason="it is refunded")]))).report)
+    c = only(ran_case(project, say=["refund W123", end(reason="it is refunded")]).report)
     assert [t["input"] for t in c["turns"]] == ["refund W123"]
     assert c["simulation"]["user_turns"] == 1
     assert c["simulation"]["silent_end"] is True
@@ -165,7 +170,7 @@ def test_done_without_a_message_ends_at_once(project: Project) -> None:
 
 
 def test_require_goal_false_leaves_user_goal_out(project: Project) -> None:
-    result = project.ran(suite(case(say=["hi", end("gave_up")], user="require_goal: false")))
+    result = ran_case(project, say=["hi", end("gave_up")], user="require_goal: false")
     c = only(result.report)
     assert result.code == 0 and c["passed"]
     assert metric(c, "user_goal") is None
@@ -180,9 +185,7 @@ def test_the_suite_default_of_require_goal_applies(project: Project) -> None:
 
 def test_the_opening_is_the_first_message_and_counts_toward_max_turns(project: Project) -> None:
     c = only(
-        project.ran(
-            suite(case(say=["second", "third"], user="opening: hello there, max_turns: 2"))
-        ).report
+        ran_case(project, say=["second", "third"], user="opening: hello there, max_turns: 2").report
     )
     assert [(t["input"], t["source"]) for t in c["turns"]] == [
         ("hello there", "scripted"),
@@ -194,13 +197,8 @@ def test_the_opening_is_the_first_message_and_counts_toward_max_turns(project: P
 
 
 def test_two_session_errors_end_the_conversation_as_agent_error(project: Project) -> None:
-    result = project.ran(
-        suite(
-            case(
-                say=["one", "two", "three"],
-                script=[{"raise": "session"}, {"raise": "session"}],
-            )
-        )
+    result = ran_case(
+        project, say=["one", "two", "three"], script=[{"raise": "session"}, {"raise": "session"}]
     )
     c = only(result.report)
     assert result.code == 1
@@ -211,11 +209,7 @@ def test_two_session_errors_end_the_conversation_as_agent_error(project: Project
 
 
 def test_a_dead_session_in_the_scripted_turns_never_reaches_the_simulator(project: Project) -> None:
-    c = only(
-        project.ran(
-            suite(case(turns=["hi", "again"], say=["x"], script=[{"raise": "dead"}]))
-        ).report
-    )
+    c = only(ran_case(project, turns=["hi", "again"], say=["x"], script=[{"raise": "dead"}]).report)
     assert c["simulation"]["outcome"] == "agent_error"
     assert "in the scripted turns" in c["simulation"]["reason"]
     assert simulators.SEEN == []
@@ -224,9 +218,8 @@ def test_a_dead_session_in_the_scripted_turns_never_reaches_the_simulator(projec
 
 
 def test_a_simulator_that_raises_is_invalid_and_errors_the_case(project: Project) -> None:
-    result = project.ran(
-        suite(case(say=["hello", {"raise": "no more ideas"}])),
-        formats=("json", "junit", "markdown"),
+    result = ran_case(
+        project, formats=("json", "junit", "markdown"), say=["hello", {"raise": "no more ideas"}]
     )
     c = only(result.report)
     assert result.code == 1
@@ -255,7 +248,7 @@ def test_a_factory_that_fails_is_invalid_without_a_turn(project: Project) -> Non
 
 
 def test_a_simulator_that_never_answers_is_bounded_by_the_turn_timeout(project: Project) -> None:
-    result = project.ran(suite(case(say=["hello", {"sleep": 3}])), "--turn-timeout", "0.3")
+    result = ran_case(project, "--turn-timeout", "0.3", say=["hello", {"sleep": 3}])
     c = only(result.report)
     assert c["simulation"]["outcome"] == "invalid_simulation"
     assert "gave no answer within 0.3 s (turn_timeout) for turn 2" in c["simulation"]["reason"]
@@ -322,15 +315,12 @@ def test_conversation_checks_see_the_simulated_conversation(project: Project) ->
 
 
 def test_a_failing_simulated_case_is_a_transcript_in_summary_md(project: Project) -> None:
-    result = project.ran(
-        suite(
-            case(
-                turns=["hi"],
-                say=["refund W123 @everyone", end("gave_up", message="forget it", reason="no")],
-                script=replies("hello", "**no** refunds <b>today</b>", "bye"),
-            )
-        ),
+    result = ran_case(
+        project,
         formats=("json", "markdown", "html"),
+        turns=["hi"],
+        say=["refund W123 @everyone", end("gave_up", message="forget it", reason="no")],
+        script=replies("hello", "**no** refunds <b>today</b>", "bye"),
     )
     md = (result.report_dir / "summary.md").read_text()
     assert "<b>Simulated user</b> (python tests.simulators:scripted)" in md
@@ -360,9 +350,7 @@ def test_a_case_with_user_and_no_simulated_fields_writes_none_of_them(project: P
 
 def test_each_run_simulates_afresh_and_a_flaky_case_names_the_outcomes(project: Project) -> None:
     runs = [["hi", end("goal_met")], ["hi", end("gave_up", reason="refused")], ["hi", end()]]
-    result = project.ran(
-        suite(case(runs=runs, say=None)), "--repeat", "3", formats=("json", "markdown")
-    )
+    result = ran_case(project, "--repeat", "3", formats=("json", "markdown"), runs=runs, say=None)
     c = only(result.report)
     assert [ctx.run_index for ctx in simulators.CONTEXTS] == [0, 1, 2]
     assert [r["simulation"]["outcome"] for r in c["runs"]] == ["goal_met", "gave_up", "goal_met"]
@@ -376,9 +364,7 @@ def test_each_run_simulates_afresh_and_a_flaky_case_names_the_outcomes(project: 
 
 def test_an_invalid_run_is_left_out_of_pass_k_with_the_count_shown(project: Project) -> None:
     runs = [["hi", end("goal_met")], [{"raise": "broken"}], ["hi", end("goal_met")]]
-    result = project.ran(
-        suite(case(runs=runs, say=None)), "--repeat", "3", formats=("json", "markdown")
-    )
+    result = ran_case(project, "--repeat", "3", formats=("json", "markdown"), runs=runs, say=None)
     c = only(result.report)
     repeat = c["repeat"]
     assert (repeat["passes"], repeat["runs"], repeat["invalid_runs"]) == (2, 2, 1)
@@ -391,7 +377,7 @@ def test_an_invalid_run_is_left_out_of_pass_k_with_the_count_shown(project: Proj
 
 
 def test_a_case_whose_runs_are_all_invalid_errors(project: Project) -> None:
-    result = project.ran(suite(case(runs=[[{"raise": "broken"}]], say=None)), "--repeat", "2")
+    result = ran_case(project, "--repeat", "2", runs=[[{"raise": "broken"}]], say=None)
     c = only(result.report)
     assert result.code == 1
     assert (c["passed"], c["outcome"]) == (False, "error")
@@ -403,14 +389,11 @@ def test_a_case_whose_runs_are_all_invalid_errors(project: Project) -> None:
 
 
 def test_regrade_replays_the_recorded_conversation_without_the_simulator(project: Project) -> None:
-    first = project.ran(
-        suite(
-            case(
-                turns=["hi"],
-                say=["refund W123", end(message="thanks", reason="refunded")],
-                script=replies("hello", "refunded, you moron", "bye"),
-            )
-        )
+    first = ran_case(
+        project,
+        turns=["hi"],
+        say=["refund W123", end(message="thanks", reason="refunded")],
+        script=replies("hello", "refunded, you moron", "bye"),
     )
     assert first.code == 0
     recorded = [t["input"] for t in only(first.report)["turns"]]
@@ -441,7 +424,7 @@ def test_regrade_replays_the_recorded_conversation_without_the_simulator(project
 
 
 def test_a_changed_user_block_is_not_regradable(project: Project) -> None:
-    assert project.ran(suite(case(say=["refund W123", end()]))).code == 0
+    assert ran_case(project, say=["refund W123", end()]).code == 0
     text = (project.root / "suite.yaml").read_text()
     project.write("suite.yaml", text.replace("get a refund for W123", "get a refund for W999"))
     result = project.run("regrade", "out/report.json", "-o", "rg")
@@ -452,7 +435,7 @@ def test_a_changed_user_block_is_not_regradable(project: Project) -> None:
 
 
 def test_changing_a_check_flag_keeps_the_case_regradable(project: Project) -> None:
-    assert project.ran(suite(case(say=["hi", end("gave_up")]))).code == 1
+    assert ran_case(project, say=["hi", end("gave_up")]).code == 1
     text = (project.root / "suite.yaml").read_text()
     project.write("suite.yaml", text.replace("W123}", "W123, require_goal: false}"))
     result = project.run("regrade", "out/report.json", "-o", "rg")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
 
 from multiturn_eval.results import CaseResult, CaseRun
 from multiturn_eval.spend import spend_of
+from tests.agents import scripted_case
 from tests.conftest import Project
 from tests.fakes._server import Request, Slow
 from tests.fakes.anthropic_server import API_KEY, FakeAnthropic, Usage, text
@@ -198,15 +198,8 @@ test_cases:
 
 
 def test_python_agents_are_capped_by_the_cost_they_report(project: Project) -> None:
-    script = json.dumps([{"response": "ok", "cost": 0.5}])
-    project.write(
-        "suite.yaml",
-        PYTHON
-        + "".join(
-            f"  - {{name: c{i}, context: {{script: {script}}}, turns: [{{input: q}}]}}\n"
-            for i in range(4)
-        ),
-    )
+    steps = [{"response": "ok", "cost": 0.5}]
+    project.write("suite.yaml", PYTHON + "".join(scripted_case(f"c{i}", steps) for i in range(4)))
     result = project.run("run", "suite.yaml", "--max-cost", "1")
     assert result.code == 1
     assert "counts only the cost_usd your python agent reports" in result.out

@@ -19,12 +19,14 @@ recorded in :attr:`FakeServer.requests`.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import socket
+import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -186,6 +188,11 @@ class FakeServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def client_url(self) -> str:
+        """What a client of the service takes as its base URL."""
+        return self.url
 
     def start(self) -> FakeServer:
         fake = self
@@ -350,3 +357,35 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = _handle
     do_PUT = _handle
     do_DELETE = _handle
+
+
+def serve(
+    fake_class: Callable[..., FakeServer],
+    responders: Mapping[str, Responder],
+    api_key: str,
+    argv: Sequence[str] | None = None,
+    doc: str | None = None,
+) -> None:
+    """Run a model API's fake standalone (the benchmarks do, so its CPU is not counted as the
+    runner's): ``--responder`` one of ``responders``, ``--api-key``, ``--latency`` seconds
+    before each reply. Prints the URL a client takes, then serves until stdin closes."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--responder", choices=sorted(responders), default="tool-then-answer")
+    parser.add_argument("--api-key", default=api_key)
+    parser.add_argument(
+        "--latency", type=float, default=0.0, help="seconds before each reply (a model's latency)"
+    )
+    args = parser.parse_args(argv)
+    responder = responders[args.responder]
+    if args.latency > 0:
+        base, latency = responder, args.latency
+
+        def responder(request: Request) -> Any:
+            return Slow(latency, base(request))
+
+    fake = fake_class(responder, api_key=args.api_key).start()
+    print(fake.client_url, flush=True)
+    try:
+        sys.stdin.read()  # until the parent closes our stdin
+    finally:
+        fake.stop()

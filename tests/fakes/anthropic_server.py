@@ -25,16 +25,14 @@ the runner's)::
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
-import sys
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tests.fakes._server import FakeServer, Request, Response, Slow, Wire
+from tests.fakes._server import FakeServer, Request, Response, Wire, serve
 
 __all__ = [
     "ApiError",
@@ -71,14 +69,8 @@ class Usage:
     cache_read_input_tokens: int | None = None
 
     def wire(self) -> dict[str, Any]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_creation_input_tokens": self.cache_creation_input_tokens,
-            "cache_read_input_tokens": self.cache_read_input_tokens,
-            "server_tool_use": None,
-            "service_tier": "standard",
-        }
+        """The ``usage`` object: these fields by their API names, then the API's others."""
+        return {**asdict(self), "server_tool_use": None, "service_tier": "standard"}
 
 
 @dataclass(frozen=True)
@@ -352,26 +344,7 @@ RESPONDERS = {
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--responder", choices=sorted(RESPONDERS), default="tool-then-answer")
-    parser.add_argument("--api-key", default=API_KEY)
-    parser.add_argument(
-        "--latency", type=float, default=0.0, help="seconds before each reply (a model's latency)"
-    )
-    args = parser.parse_args(argv)
-    responder = RESPONDERS[args.responder]
-    if args.latency > 0:
-        base, latency = responder, args.latency
-
-        def responder(request: Request) -> Any:
-            return Slow(latency, base(request))
-
-    fake = FakeAnthropic(responder, api_key=args.api_key).start()
-    print(fake.url, flush=True)
-    try:
-        sys.stdin.read()  # until the parent closes our stdin
-    finally:
-        fake.stop()
+    serve(FakeAnthropic, RESPONDERS, API_KEY, argv, __doc__)
 
 
 if __name__ == "__main__":

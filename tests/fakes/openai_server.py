@@ -36,17 +36,15 @@ Run it standalone (the benchmark does, so its CPU is not the runner's)::
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from tests.fakes._server import Drop, FakeServer, Malformed, Request, Response, Slow, Wire
+from tests.fakes._server import Drop, FakeServer, Malformed, Request, Response, Slow, Wire, serve
 
 __all__ = [
     "API_KEY",
@@ -278,6 +276,8 @@ class FakeOpenAI(FakeServer):
         """What an OpenAI client takes as ``base_url``."""
         return f"{self.url}/v1"
 
+    client_url = base_url
+
     @property
     def azure_endpoint(self) -> str:
         return self.url
@@ -388,16 +388,7 @@ RESPONDERS = {"tool-then-answer": tool_then_answer, "echo": echo}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--responder", choices=sorted(RESPONDERS), default="tool-then-answer")
-    parser.add_argument("--api-key", default=API_KEY)
-    args = parser.parse_args(argv)
-    fake = FakeOpenAI(RESPONDERS[args.responder], api_key=args.api_key).start()
-    print(fake.base_url, flush=True)
-    try:
-        sys.stdin.read()  # until the parent closes our stdin
-    finally:
-        fake.stop()
+    serve(FakeOpenAI, RESPONDERS, API_KEY, argv, __doc__)
 
 
 if __name__ == "__main__":
