@@ -145,17 +145,22 @@ class TokenUsage(BaseModel):
 
     @classmethod
     def sum(cls, usages: Sequence[TokenUsage | None]) -> TokenUsage:
-        total = cls.model_construct(
-            prompt_tokens=0,
-            completion_tokens=0,
-            total_tokens=0,
-            cache_creation_tokens=0,
-            cache_read_tokens=0,
-        )
-        for usage in usages:
-            if usage is not None:
-                total = total + usage
-        return total
+        """The usages added up (``+`` over them, one model built instead of one per addition)."""
+        present = [usage for usage in usages if usage is not None]
+        counts = {
+            name: sum(getattr(usage, name) for usage in present)
+            for name in (
+                "prompt_tokens",
+                "completion_tokens",
+                "total_tokens",
+                "cache_creation_tokens",
+                "cache_read_tokens",
+            )
+        }
+        if not present:
+            return cls.model_construct(**counts)
+        reasoning = [u.reasoning_tokens for u in present if u.reasoning_tokens is not None]
+        return cls.model_construct(**counts, reasoning_tokens=sum(reasoning) if reasoning else None)
 
 
 # ``args`` and ``result`` are stored JSON-safe (so every report can hold them):
