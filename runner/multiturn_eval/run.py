@@ -577,9 +577,10 @@ class _Pipeline:
 
         for p in plan:
             callers = set(p.loaded.judge_models)
-            for case in p.loaded.simulations.values():
-                simulator = case.simulator
-                if simulator.endpoint is not None and simulator.model is not None:
+            for index in p.indices:  # the selected test cases only (as the spend cap's check)
+                case = p.loaded.simulations.get(index)
+                simulator = case.simulator if case is not None else None
+                if simulator is not None and simulator.endpoint is not None and simulator.model:
                     provider = judge_provider(simulator.backend, simulator.api_version)
                     callers.add((simulator.model, provider))
             for model, provider in callers:
