@@ -228,6 +228,25 @@ def test_a_recorded_request_matches_canonically_and_its_response_keeps_its_numbe
             assert type(call.request.body.value["temperature"]) is int
 
 
+def priced(rates: Any) -> str:
+    """The meta entry with ``rates`` as claude-haiku-4-5's recorded prices."""
+    entry = json.loads(META)
+    entry["prices"] = {"anthropic": {"claude-haiku-4-5": rates}}
+    return json.dumps(entry)
+
+
+def test_the_meta_entrys_prices_read_back_as_written(tmp_path: Path) -> None:
+    rates = {"cache_read": "0.1", "cache_write": "1.25", "input": "1", "output": "5"}
+    path = tmp_path / "f.jsonl"
+    path.write_text(priced(rates) + "\n" + CALL + "\n", encoding="utf-8")
+    fixture = read_fixture(path)
+    assert fixture is not None
+    assert fixture.meta.prices == {"anthropic": {"claude-haiku-4-5": rates}}
+    assert fixture.meta.entry()["prices"] == {"anthropic": {"claude-haiku-4-5": rates}}
+    plain = parse_fixture(f"{META}\n{CALL}\n".encode(), path)
+    assert plain.meta.prices == {} and "prices" not in plain.meta.entry()
+
+
 def damaged(**changes: Any) -> str:
     entry = json.loads(CALL)
     for key, value in changes.items():
@@ -316,6 +335,36 @@ DROP = object()
             "Input should be greater than or equal to 1",
         ),
         ([], 1, None, "an empty fixture: no meta entry"),
+        (
+            [priced({"input": "-1", "output": "5", "cache_write": "1", "cache_read": "0"})],
+            1,
+            "prices.anthropic.claude-haiku-4-5.input",
+            "not a price (a decimal number, 0 or more): '-1'",
+        ),
+        (
+            [priced({"input": "one", "output": "5", "cache_write": "1", "cache_read": "0"})],
+            1,
+            "prices.anthropic.claude-haiku-4-5.input",
+            "not a decimal number: 'one'",
+        ),
+        (
+            [priced({"input": "NaN", "output": "5", "cache_write": "1", "cache_read": "0"})],
+            1,
+            "prices.anthropic.claude-haiku-4-5.input",
+            "not a price (a decimal number, 0 or more): 'NaN'",
+        ),
+        (
+            [priced({"input": 1, "output": "5", "cache_write": "1", "cache_read": "0"})],
+            1,
+            "prices.anthropic.claude-haiku-4-5.input",
+            "Input should be a valid string",
+        ),
+        (
+            [priced({"input": "1", "output": "5", "cache_write": "1"})],
+            1,
+            "prices.anthropic.claude-haiku-4-5.cache_read",
+            "Field required",
+        ),
     ],
 )
 def test_a_damaged_fixture_is_a_config_error_naming_file_line_and_field(

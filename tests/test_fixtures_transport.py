@@ -443,6 +443,32 @@ def test_httpx_imported_during_the_run_is_intercepted_and_not_imported_before(
     assert result == [False, False, 404, "not_in_fixtures", True]
 
 
+HTTPX2_LATE = """
+import json, sys
+from multiturn_eval.fixtures import intercept_httpx
+from multiturn_eval.fixtures.intercept import intercepting
+before = "httpx2" in sys.modules
+with intercept_httpx("replay"):
+    not_yet = "httpx2" in sys.modules
+    import httpx2  # as a python agent's SDK would, during the run
+    refused = httpx2.get("http://127.0.0.1:9/v1/x")  # outside any test case: refused in replay
+    status, kind = refused.status_code, refused.json()["error"]["type"]
+    mode = intercepting()
+restored = not hasattr(httpx2.HTTPTransport.handle_request, "__wrapped__")
+print("PROBE " + json.dumps([before, not_yet, status, kind, mode, restored, intercepting()]))
+"""
+
+
+def test_a_run_that_imports_no_httpx2_is_intercepted_once_it_does(tmp_path: Path) -> None:
+    """The run's interception (``fixtures.intercept``) imports neither library (a replay of a
+    chat backend never needs them); the first import of ``httpx2`` during the block gets the
+    patched transports before its first request, and leaving the block undoes it."""
+    from tests.cli_probe import run_probe
+
+    result = run_probe(HTTPX2_LATE, tmp_path, ())
+    assert result == [False, False, 404, "not_in_fixtures", "replay", True, None]
+
+
 def test_intercept_httpx_nests_and_refuses_a_second_mode() -> None:
     with intercept_httpx("replay"):
         with intercept_httpx("replay"):

@@ -8,19 +8,24 @@ import socket
 import textwrap
 import threading
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from multiturn_eval.pricing import (
+    RATE_NAMES,
     Price,
+    RecordedPrice,
+    RunPrices,
     TablePrice,
     _resolved,
     _table,
     _table_price,
     agent_provider,
     cost_usd,
+    flat_rates,
     judge_provider,
     model_family,
     price_for,
@@ -255,6 +260,66 @@ def test_a_request_costs_what_genai_prices_own_calculation_says() -> None:
                 assert price.cost(usage) == price.cost(usage)  # the kept part is reused
                 checked += 1
     assert checked > 300
+
+
+def test_recorded_flat_rates_cost_exactly_what_the_table_says() -> None:
+    """What a fixture records (:func:`flat_rates`) prices every request of a flat-priced
+    model exactly as the table does, so a replay's cost is the recording's to the last bit;
+    a model with a long-context tier records nothing (the table prices it)."""
+    import random
+
+    rng = random.Random(7)
+    usages = [*USAGES]
+    for _ in range(40):
+        usages.append(
+            TokenUsage(
+                prompt_tokens=rng.randrange(0, 150_000),
+                completion_tokens=rng.randrange(0, 30_000),
+                cache_creation_tokens=rng.choice([0, rng.randrange(0, 40_000)]),
+                cache_read_tokens=rng.choice([0, rng.randrange(0, 40_000)]),
+            )
+        )
+    flat = tiered = 0
+    for provider in ("anthropic", "openai", "azure"):
+        source = next(p for p in _table().providers if p.id == provider)
+        for info in source.models:
+            price = _table_price(info.id, provider)
+            if price is None:
+                continue
+            found = flat_rates(price)
+            if found is None:
+                tiered += 1
+                continue
+            flat += 1
+            assert sorted(found) == sorted(RATE_NAMES)
+            recorded = RecordedPrice.from_rates(provider, info.id, found)
+            for usage in usages:
+                assert recorded.cost(usage) == price.cost(usage), (info.id, usage)
+    assert flat > 100 and tiered > 5, (flat, tiered)
+    sonnet = _table_price("claude-sonnet-4-5", "anthropic")
+    assert sonnet is not None and sonnet.tiered and flat_rates(sonnet) is None
+    haiku = _table_price("claude-haiku-4-5", "anthropic")
+    assert haiku is not None
+    assert flat_rates(haiku) == {
+        "input": "1",
+        "output": "5",
+        "cache_write": "1.25",
+        "cache_read": "0.1",
+    }
+
+
+def test_a_run_prices_at_recorded_rates_only_where_every_fixture_agrees() -> None:
+    one = ("1", "5", "1.25", "0.1")
+    run = RunPrices()
+    run.use_recorded(
+        {
+            ("anthropic", "claude-haiku-4-5"): [one],
+            ("openai", "gpt-4o-mini"): [("0.15", "0.6", "0.15", "0.075"), one],  # disagree
+        }
+    )
+    assert set(run.recorded) == {("anthropic", "claude-haiku-4-5")}
+    price = run.recorded["anthropic", "claude-haiku-4-5"]
+    assert price.cost(TokenUsage(prompt_tokens=MILLION, completion_tokens=MILLION)) == 6.0
 
 
 def test_a_count_not_reported_is_inferred_as_genai_prices_infers_it() -> None:
@@ -509,6 +574,7 @@ PROBE = textwrap.dedent(
     print("\\nPROBE " + json.dumps({
         "code": code, "refused": refused, "threads": threads,
         "genai_prices": "genai_prices" in sys.modules,
+        "httpx2": "httpx2" in sys.modules,
     }))
     """
 )
@@ -553,6 +619,71 @@ def test_a_priced_run_with_a_spend_cap_touches_no_network(tmp_path: Path) -> Non
     expected = 250_000 * 6 / 1e6 + 1_000 * 22.5 / 1e6  # the long-context rates
     assert report["results"][0]["turns"][0]["cost_usd"] == pytest.approx(expected)
     assert report["summary"]["cost_usd"] == pytest.approx(expected)
+
+
+HAIKU_SUITE = """\
+agent: {backend: anthropic, model: %s, max_tokens: 2000}
+test_cases:
+  - {name: refund, turns: [{input: where is my refund?}, {input: and the fee?}]}
+"""
+
+
+def cost_of(cwd: Path) -> float:
+    report = json.loads((cwd / "out" / "report.json").read_text())
+    cost: float = report["summary"]["cost_usd"]
+    return cost
+
+
+@pytest.mark.parametrize("model", ["claude-haiku-4-5", "claude-sonnet-4-5"])
+def test_a_replay_prices_at_the_rates_its_fixture_recorded_and_reads_no_table(
+    tmp_path: Path, model: str
+) -> None:
+    """Recording writes a flat-priced model's rates into the fixture's meta entry; the replay
+    prices its calls at them without importing genai-prices (nor httpx2), to the same cost.
+    Rates edited in the fixture are what the replay charges (they are read, not ignored);
+    a fixture without them, or a model with a long-context tier, is priced from the table."""
+    (tmp_path / "suite.yaml").write_text(HAIKU_SUITE % model)
+    argv = ("run", "suite.yaml", "-o", "out", "--format", "json")
+    reply = text("done", AnthropicUsage(input_tokens=1_000, output_tokens=100))
+    with FakeAnthropic(lambda request: reply) as fake:
+        env = {"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": fake.url}
+        recorded = probe(tmp_path, *argv, "--fixtures", "record", env=env)
+    assert recorded["code"] == 0, recorded
+    recorded_cost = cost_of(tmp_path)
+    assert recorded_cost > 0
+    fixture = tmp_path / "fixtures" / "suite" / "refund.jsonl"
+    lines = fixture.read_text().splitlines()
+    meta = json.loads(lines[0])
+    table = _table_price(model, "anthropic")
+    assert table is not None
+
+    def replay() -> dict[str, Any]:
+        return probe(tmp_path, *argv, "--fixtures", "replay", env={"ANTHROPIC_BASE_URL": fake.url})
+
+    if table.tiered:
+        assert "prices" not in meta
+        replayed = replay()
+        assert replayed["code"] == 0, replayed
+        assert replayed["genai_prices"] is True and cost_of(tmp_path) == recorded_cost
+        return
+    assert meta["prices"] == {"anthropic": {model: flat_rates(table)}}
+    replayed = replay()
+    assert replayed["code"] == 0, replayed
+    assert (replayed["genai_prices"], replayed["httpx2"]) == (False, False)
+    assert cost_of(tmp_path) == recorded_cost
+
+    rates = meta["prices"]["anthropic"][model]
+    meta["prices"]["anthropic"][model] = {k: str(Decimal(v) * 3) for k, v in rates.items()}
+    fixture.write_text("\n".join([json.dumps(meta, sort_keys=True), *lines[1:]]) + "\n")
+    replayed = replay()
+    assert replayed["code"] == 0 and replayed["genai_prices"] is False, replayed
+    assert cost_of(tmp_path) == pytest.approx(3 * recorded_cost)
+
+    del meta["prices"]
+    fixture.write_text("\n".join([json.dumps(meta, sort_keys=True), *lines[1:]]) + "\n")
+    replayed = replay()
+    assert replayed["code"] == 0 and replayed["genai_prices"] is True, replayed
+    assert cost_of(tmp_path) == recorded_cost
 
 
 PYTHON_SUITE = """\

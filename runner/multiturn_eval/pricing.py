@@ -45,6 +45,16 @@ Decisions:
 
   A cache-read or cache-write count the table has no separate price for is
   priced as input (OpenAI models before GPT-5.6 report no writes).
+* **A replay prices at the recording's prices.** Recording a fixture writes, in its
+  meta entry, the table's per-million-token rates of each model its calls name, when
+  the model has one flat rate per kind of token (no long-context tier, no other
+  priced unit our usage could reach: :func:`flat_rates` checks the four rates give
+  exactly the table's cost). ``--fixtures replay`` prices its calls at those rates
+  (:meth:`RunPrices.use_recorded`, for a provider and model every fixture of the
+  run agrees on), so it never reads the table: no genai-prices import (about 60 ms),
+  and the "recorded cost not spent" is what the calls cost when they were
+  recorded. A model without recorded rates (a tier, an older fixture, fixtures that
+  disagree) is priced from the table as in any run; a suite's ``pricing:`` always wins.
 * Standard rates only: no batch, flex or priority tiers, no regional multipliers.
 * A suite price without ``cache_write`` / ``cache_read`` uses Anthropic's usual
   multipliers of the input price (1.25x and 0.1x), as ``ModelPrice`` documents.
@@ -52,9 +62,11 @@ Decisions:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -142,6 +154,152 @@ class TablePrice(Price):
             return _resolved(self.info.get_prices(datetime.now(UTC)))(request)
         except (ValueError, ArithmeticError):  # counts the table refuses (negative ones)
             return None
+
+
+#: the four rates a fixture's meta entry records, in this order
+RATE_NAMES = ("input", "output", "cache_write", "cache_read")
+_MILLION = Decimal(1_000_000)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedPrice(Price):
+    """A model's flat rates as a fixture recorded them (from genai-prices, on the day of the
+    recording): what a replay prices its calls at. :meth:`cost` is genai-prices' own
+    arithmetic for a flat price (each count times its rate, in Decimal, summed), so a
+    replayed call costs exactly what it cost when it was recorded."""
+
+    provider: str
+    model_id: str
+    rates: tuple[Decimal, Decimal, Decimal, Decimal]
+    """input, output, cache_write, cache_read: US dollars per million tokens"""
+
+    @classmethod
+    def from_rates(cls, provider: str, model: str, rates: Mapping[str, str]) -> RecordedPrice:
+        values = tuple(Decimal(rates[name]) for name in RATE_NAMES)
+        return cls(
+            input=float(values[0]),
+            output=float(values[1]),
+            cache_write=float(values[2]),
+            cache_read=float(values[3]),
+            provider=provider,
+            model_id=model,
+            rates=(values[0], values[1], values[2], values[3]),
+        )
+
+    def cost(self, usage: TokenUsage) -> float | None:
+        counts = (
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.cache_creation_tokens,
+            usage.cache_read_tokens,
+        )
+        if min(counts) < 0:  # as the table refuses them
+            return None
+        total = Decimal(0)
+        for rate, count in zip(self.rates, counts, strict=True):
+            total += rate * count / _MILLION
+        return float(total)
+
+
+def flat_rates(price: TablePrice) -> dict[str, str] | None:
+    """``price``'s four rates as a fixture records them (decimal text), or None when they do
+    not price every request exactly as the table does (a tier, another priced unit)."""
+    if price.tiered:
+        return None
+    from genai_prices.types import ModelPrice as TableModelPrice
+
+    now = price.info.get_prices(datetime.now(UTC))
+    base = now.input_mtok
+    output = now.output_mtok
+    if not isinstance(base, Decimal) or not isinstance(output, Decimal):
+        return None
+    write, read = now.cache_write_mtok, now.cache_read_mtok
+    rates = {
+        "input": base,
+        "output": output,
+        "cache_write": write if write is not None else base,
+        "cache_read": read if read is not None else base,
+    }
+    if not all(isinstance(rate, Decimal) and rate >= 0 for rate in rates.values()):
+        return None
+    text = {name: str(rates[name]) for name in RATE_NAMES}
+    recorded = RecordedPrice.from_rates(price.provider, price.model_id, text)
+    # the same cost as the table's own calculation, one kind of token at a time and together
+    probes = [
+        TokenUsage(prompt_tokens=1_234_567),
+        TokenUsage(completion_tokens=765_432),
+        TokenUsage(cache_creation_tokens=345_678),
+        TokenUsage(cache_read_tokens=456_789),
+        TokenUsage(
+            prompt_tokens=1_001,
+            completion_tokens=2_003,
+            cache_creation_tokens=3_005,
+            cache_read_tokens=4_007,
+        ),
+    ]
+    table = price.info.prices
+    if not isinstance(table, TableModelPrice):  # dated prices: today's, as the table picks
+        table = now
+    calculate = _resolved(table)
+    try:
+        if any(calculate(table_usage(u)) != recorded.cost(u) for u in probes):
+            return None
+    except (ValueError, ArithmeticError):
+        return None
+    return text
+
+
+class RunPrices:
+    """One run's prices as fixtures see them (:func:`run_prices`): the table prices it looked
+    up, which a recording writes down, and the recorded ones a replay prices at."""
+
+    def __init__(self) -> None:
+        self.recorded: dict[tuple[str, str], RecordedPrice] = {}
+        """(provider, model) -> the fixtures' rates (:meth:`use_recorded`)"""
+        self.looked_up: dict[tuple[str, str], TablePrice] = {}
+        """(model, provider) -> the table's price, as this run asked for it"""
+
+    def recordable(self, models: Iterable[str]) -> dict[str, dict[str, dict[str, str]]]:
+        """provider -> model -> rates, for those of ``models`` (a fixture's) whose table price
+        this run looked up and that have flat rates (:func:`flat_rates`)."""
+        wanted = set(models)
+        out: dict[str, dict[str, dict[str, str]]] = {}
+        for (model, provider), price in list(self.looked_up.items()):
+            if model in wanted:
+                rates = flat_rates(price)
+                if rates is not None:
+                    out.setdefault(provider, {})[model] = rates
+        return out
+
+    def use_recorded(self, found: Mapping[tuple[str, str], Iterable[tuple[str, ...]]]) -> None:
+        """Price (provider, model) at the rates the fixtures recorded, where every fixture
+        that names it recorded the same four (``found``: the distinct rate tuples, in
+        :data:`RATE_NAMES` order); the others stay the table's."""
+        for (provider, model), rates in found.items():
+            distinct = set(rates)
+            if len(distinct) == 1:
+                named = dict(zip(RATE_NAMES, distinct.pop(), strict=True))
+                self.recorded[provider, model] = RecordedPrice.from_rates(provider, model, named)
+
+
+_RUN: ContextVar[RunPrices | None] = ContextVar("multiturn_eval_run_prices", default=None)
+
+
+def current_run_prices() -> RunPrices | None:
+    """The running run's prices (None outside :func:`run_prices`)."""
+    return _RUN.get()
+
+
+@contextlib.contextmanager
+def run_prices() -> Iterator[RunPrices]:
+    """The scope of one run's :class:`RunPrices` (``run_suites``): :func:`price_for` consults
+    its recorded prices and notes its table lookups; outside it, neither."""
+    prices = RunPrices()
+    token = _RUN.set(prices)
+    try:
+        yield prices
+    finally:
+        _RUN.reset(token)
 
 
 def table_usage(usage: TokenUsage) -> Usage:
@@ -295,17 +453,27 @@ def price_for(
     provider: str | None = None,
 ) -> Price | None:
     """The price of ``model`` bought from ``provider``: the suite's exact key, its family key,
-    then genai-prices' table (``provider`` None: genai-prices guesses it from the model id)."""
+    then, in a run that replays fixtures, the rates they recorded (:class:`RunPrices`), then
+    genai-prices' table (``provider`` None: genai-prices guesses it from the model id)."""
     if not model:
         return None
     overrides = overrides or {}
     if model in overrides:
         return Price.from_model_price(overrides[model])
     family = model_family(model)
-    for key, price in overrides.items():
+    for key, given in overrides.items():
         if model_family(key) == family:
-            return Price.from_model_price(price)
-    return _table_price(model.strip(), provider)
+            return Price.from_model_price(given)
+    run = _RUN.get()
+    if run is None or provider is None:
+        return _table_price(model.strip(), provider)
+    recorded = run.recorded.get((provider, model))
+    if recorded is not None:
+        return recorded
+    table = _table_price(model.strip(), provider)
+    if table is not None:
+        run.looked_up[model, provider] = table
+    return table
 
 
 def cost_usd(
@@ -357,7 +525,7 @@ def _table_price(model: str, provider: str | None) -> TablePrice | None:
     base_input = _base(input_rate)
     read, write = rates.cache_read_mtok, rates.cache_write_mtok
     tiered = any(_is_tiered(rate) for rate in (input_rate, output_rate, read, write))
-    return TablePrice(
+    price = TablePrice(
         input=base_input,
         output=_base(output_rate),
         cache_write=base_input if write is None else _base(write),
@@ -368,6 +536,7 @@ def _table_price(model: str, provider: str | None) -> TablePrice | None:
         info=info,
         source=source,
     )
+    return price
 
 
 def _base(rate: Decimal | TieredPrices | None) -> float:

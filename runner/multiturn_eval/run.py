@@ -518,18 +518,25 @@ class _Pipeline:
             self.kept = keep_for_shard(plan, self.kept, self.options.shard)
         from .spend import price_issues
 
+        self.open_fixtures(plan)  # first: a replay prices at the rates its fixtures recorded
         unpriced, spend_warnings = price_issues(plan)
         if unpriced:
             raise ConfigError(unpriced)
         if plan and spend_warnings:
             plan[0].loaded.warnings.extend(spend_warnings)
-        self.open_fixtures(plan)
         return plan
 
     def open_fixtures(self, plan: Sequence[PlannedSuite]) -> None:
         """The fixtures of every suite that uses them, each file read now, before any call
-        (a damaged one is a ConfigError naming its file and line: exit 2)."""
+        (a damaged one is a ConfigError naming its file and line: exit 2).
+
+        A recording writes the rates of the table prices this run looks up into each
+        fixture's meta entry; when every suite replays, the run prices its calls at the
+        rates the fixtures recorded (:mod:`.pricing`: no table read)."""
+        from .pricing import current_run_prices
         from .settings import fixtures_root
+
+        prices = current_run_prices()
 
         problems: list[ConfigError] = []
         for position, planned in enumerate(plan):
@@ -551,6 +558,7 @@ class _Pipeline:
                 repeat=repeat,
                 source=self.options.fixtures_source or DEFAULT_SOURCE,
                 shown_root=self.shown(root),
+                prices=prices.recordable if prices is not None else None,
             )
             try:  # each file held until its case runs, unless there are many (memory stays flat)
                 suite.load(planned.indices, repeat, keep=len(planned.indices) * repeat <= 2000)
@@ -559,6 +567,12 @@ class _Pipeline:
             self.fixtures[position] = suite
         if problems:
             raise ConfigError.merge(problems)
+        if prices is not None and all(p.settings.fixtures == "replay" for p in plan):
+            found: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+            for suite in self.fixtures.values():
+                for key, rates in suite.recorded_prices.items():
+                    found.setdefault(key, set()).update(rates)
+            prices.use_recorded(found)
 
     def load(self, paths: Sequence[str | Path]) -> list[PlannedSuite]:
         plan = self.plan(paths)
@@ -855,6 +869,21 @@ def run_suites(
     ``guard`` already installed to cover the time before this call (the CLI
     does, from its first line); otherwise one is installed for the call.
     """
+    from .pricing import run_prices
+
+    with run_prices():  # the prices of this run's fixtures, for this run only
+        return _run_suites(paths, options, environment, stream, on_result, guard, secrets)
+
+
+def _run_suites(
+    paths: Sequence[str | Path],
+    options: RunOptions,
+    environment: RunEnvironment | Mapping[str, str],
+    stream: TextIO | None,
+    on_result: OnResult | None,
+    guard: InterruptGuard | None,
+    secrets: Iterable[str],
+) -> RunOutcome:
     from .reports.writer import now_iso
     from .scheduler import RunState
 

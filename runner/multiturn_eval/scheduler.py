@@ -307,8 +307,9 @@ async def _run_suite(
     with contextlib.ExitStack() as stack:
         if fixtures is not None:
             # what no exchange point sees (a python agent's own httpx clients, the http and
-            # semantic-kernel backends' clients) is recorded at the httpx transports
-            from .fixtures.transport import intercept_httpx
+            # semantic-kernel backends' clients) is recorded at the httpx transports (patched
+            # once httpx2 or httpx is imported: a replay of a chat backend imports neither)
+            from .fixtures.intercept import intercept_httpx
 
             stack.enter_context(intercept_httpx(fixtures.mode))
         async with asyncio.TaskGroup() as group:

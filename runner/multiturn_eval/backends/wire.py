@@ -31,13 +31,15 @@ sent on the conversation as it was.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
+if TYPE_CHECKING:
+    import httpx2
 
 #: the largest reply body read (bytes, after decompression too)
 MAX_REPLY_BYTES = 10 * 1024 * 1024
@@ -130,27 +132,36 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class _CappedStream(httpx2.AsyncByteStream):
-    """The response's raw bytes, stopping with ReplyTooLarge past ``limit``."""
+@functools.cache
+def _capped_stream() -> type:
+    """The stream class below, built on first use: ``httpx2`` (about 30 ms of imports) is
+    imported by the first live request, never by a run whose calls are all replayed."""
+    import httpx2
 
-    def __init__(self, inner: Any, limit: int) -> None:
-        self._inner = inner
-        self._limit = limit
+    class CappedStream(httpx2.AsyncByteStream):
+        """The response's raw bytes, stopping with ReplyTooLarge past ``limit``."""
 
-    async def __aiter__(self) -> Any:
-        seen = 0
-        async for chunk in self._inner:
-            seen += len(chunk)
-            if seen > self._limit:
-                raise ReplyTooLarge(
-                    f"the body is larger than {mib(self._limit)}; stopped reading there", chunk
-                )
-            yield chunk
+        def __init__(self, inner: Any, limit: int) -> None:
+            self._inner = inner
+            self._limit = limit
 
-    async def aclose(self) -> None:
-        close = getattr(self._inner, "aclose", None)
-        if close is not None:
-            await close()
+        async def __aiter__(self) -> Any:
+            seen = 0
+            async for chunk in self._inner:
+                seen += len(chunk)
+                if seen > self._limit:
+                    raise ReplyTooLarge(
+                        f"the body is larger than {mib(self._limit)}; stopped reading there",
+                        chunk,
+                    )
+                yield chunk
+
+        async def aclose(self) -> None:
+            close = getattr(self._inner, "aclose", None)
+            if close is not None:
+                await close()
+
+    return CappedStream
 
 
 #: checks a 2xx reply's parsed JSON body: a reason it is wrong, or None
@@ -173,7 +184,7 @@ def response_hook(
             raise ReplyTooLarge(
                 f"the body is {mib(int(length))}, over the {mib(limit)} cap; not read", None
             )
-        response.stream = _CappedStream(response.stream, limit)
+        response.stream = _capped_stream()(response.stream, limit)
         # Read the body here, counting *decoded* bytes: a 10 MB gzip body can expand a
         # thousandfold, and a check after reading it whole would come too late. The SDK then
         # gets the body already read (every status: error bodies are read too).

@@ -483,7 +483,7 @@ def _watched_transport(httpx: Any, on_broken: Callable[[BaseException], None]) -
     Its requests go past the fixtures' interception of httpx (``--fixtures``): an MCP
     server's tools run live in every mode, as the suite's Python tools do.
     """
-    from ...fixtures.transport import bypass
+    from ...fixtures.cassette import bypass
 
     class WatchedStream(httpx.AsyncByteStream):  # type: ignore[misc]
         def __init__(self, inner: Any) -> None:
