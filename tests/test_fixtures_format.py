@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -184,6 +185,61 @@ def test_the_canonical_request_ignores_the_host_and_normalises_numbers_and_query
     )
 
 
+def random_json(rng: random.Random, depth: int = 0) -> Any:
+    """JSON-like data with what canonical requests care about: bools beside 0 and 1, whole
+    floats (``-0.0``, ``1e16``), numbers written in strings (``"v1.0,"``), volatile fields,
+    a secret, non-ASCII text and line breaks."""
+    leaves: list[Any] = [
+        True, False, 0, 1, -1, 0.0, -0.0, 1.0, 2.5, 1e16, 1e-7, 2**60, None,
+        "", "v1.0, then", "3e5", "naïve ☃", "a\nb", "sk-test-secret-123", "\u2028",
+    ]  # fmt: skip
+    if depth > 3 or rng.random() < 0.3:
+        return rng.choice(leaves)
+    if rng.random() < 0.5:
+        return [random_json(rng, depth + 1) for _ in range(rng.randrange(0, 4))]
+    keys = ["a", "b", "model", "messages", "metadata", "request_id", "Z", "é", "1.0,"]
+    out = {rng.choice(keys): random_json(rng, depth + 1) for _ in range(rng.randrange(0, 5))}
+    if depth == 0 and rng.random() < 0.3:
+        out["metadata"] = {"user_id": "u-1", **({"tier": 1.0} if rng.random() < 0.5 else {})}
+    return out
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equal and of the same types all the way down (``True`` is not ``1``)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b) or (a != a and b != b)
+
+
+def test_an_exchanges_body_is_canonical_exactly_as_one_read_off_the_wire() -> None:
+    """The exchange point's one-dump way (the sorted text is the key) gives the same request
+    as the general one (a Body parsed, redacted, pruned and dumped again), for data with every
+    case that sends it the longer way: whole floats, secrets, volatile fields."""
+    from multiturn_eval.fixtures.canonical import parse_canonical
+    from multiturn_eval.secrets import Redactor
+
+    rng = random.Random(20)
+    redactor = Redactor(["sk-test-secret-123"])
+    for i in range(3000):
+        data = random_json(rng)
+        redact = redactor if i % 2 else None
+        fast = canonical_request("POST", "/v1/messages", data, redact)
+        wire = Body("json", parse_canonical(json.dumps(data)))
+        general = canonical_request("POST", "/v1/messages", wire, redact, plain=True)
+        assert fast.key == general.key, data
+        assert same_json(fast.body.value, general.body.value), data
+    with pytest.raises(TypeError, match="JSON cannot hold"):
+        canonical_request("POST", "/v1/x", {"t": float("nan")})
+    with pytest.raises(TypeError, match="JSON cannot hold"):
+        canonical_request("POST", "/v1/x", {"t": {1, 2}})
+    mixed = canonical_request("POST", "/v1/x", {1: "a", "b": 2})  # unsortable keys: still read
+    assert mixed.body.value == {"1": "a", "b": 2}
+
+
 def test_bodies_from_the_wire_are_json_only_when_strictly_json() -> None:
     assert decode_body(b'{"a": 1}') == Body("json", {"a": 1})
     assert decode_body(b"") == Body.empty()
@@ -226,6 +282,11 @@ def test_a_recorded_request_matches_canonically_and_its_response_keeps_its_numbe
         if score is not None:
             assert type(body["rate"]) is float and call.request.body.value["temperature"] == 0
             assert type(call.request.body.value["temperature"]) is int
+    # hand-written forms of whole numbers match as the ints they are
+    for written in ("1e3", "1E3", "1000.00", "10.0e2"):
+        edited = CALL.replace('{"a": 1}', '{"a": ' + written + "}")
+        (call,) = parse_fixture(f"{META}\n{edited}\n".encode(), tmp_path / "f.jsonl").calls
+        assert call.request.key == canonical_request("POST", "/v1/messages", {"a": 1000}).key
 
 
 def priced(rates: Any) -> str:

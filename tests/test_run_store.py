@@ -239,3 +239,56 @@ def test_a_report_at_the_threshold_lists_every_case() -> None:
     page = html.render_html(_big_report(html.FULL_CASES, 10))
     assert page.count('<details class="case ') == html.FULL_CASES
     assert 'class="more"' not in page
+
+
+def test_fixture_blocks_read_from_the_store_equal_those_of_the_results() -> None:
+    """``run.fixtures`` is summed from the stored JSON without building the results: the
+    blocks are those of the results as models, in order, for stored, repeated and made
+    (not stored) entries alike."""
+    from array import array
+
+    from multiturn_eval.fixtures.outcome import run_fixtures
+    from multiturn_eval.results import CaseFixture, CaseRun
+    from multiturn_eval.run_store import RunStore, case_fixtures
+    from multiturn_eval.secrets import Redactor
+    from tests.reports_fixtures import case, turn
+
+    def block(n: int, cost: float | None) -> CaseFixture:
+        return CaseFixture(
+            file=f"fixtures/s/c{n}.jsonl",
+            mode="replay",
+            replayed=n,
+            missed=n % 2,
+            recorded_at=f"2026-0{1 + n % 9}-01T00:00:00Z",
+            models={"agent": [f"m{n % 3}"]},
+            replayed_cost_usd=cost,
+            unused=["x"] * (n % 3),
+        )
+
+    plain = [case(i, f"c{i}", [turn(1, "hi", "yo")]) for i in range(4)]
+    results = [
+        plain[0].model_copy(update={"fixture": block(1, 0.25)}),
+        plain[1],  # no fixture
+        plain[2].model_copy(
+            update={
+                "runs": [
+                    CaseRun(run_index=1, passed=True, outcome="passed", fixture=block(2, 0.1)),
+                    CaseRun(run_index=2, passed=True, outcome="passed"),
+                    CaseRun(run_index=3, passed=True, outcome="passed", fixture=block(3, None)),
+                ]
+            }
+        ),
+        plain[3].model_copy(update={"fixture": block(4, 1e-9)}),
+    ]
+    store = RunStore([3], Redactor(), spool=True)
+    for i in (0, 1, 2):
+        store.put(0, i, results[i])
+    offsets = array("q", [*store.offsets[0], -1])
+    lengths = array("q", [*store.lengths[0], 0])
+    read = RunResults(store, offsets, lengths, {3: lambda: results[3]})  # the last one made
+    expected = [b for r in results for b in case_fixtures(r)]
+    assert len(expected) == 4
+    assert list(read.fixture_blocks()) == expected
+    assert run_fixtures(read, ["replay"], ["fixtures"]) == run_fixtures(
+        results, ["replay"], ["fixtures"]
+    )
