@@ -219,7 +219,7 @@ def test_an_exchanges_body_is_canonical_exactly_as_one_read_off_the_wire() -> No
     """The exchange point's one-dump way (the sorted text is the key) gives the same request
     as the general one (a Body parsed, redacted, pruned and dumped again), for data with every
     case that sends it the longer way: whole floats, secrets, volatile fields."""
-    from multiturn_eval.fixtures.canonical import parse_canonical
+    from multiturn_eval.fixtures.canonical import parse_canonical, same_request
     from multiturn_eval.secrets import Redactor
 
     rng = random.Random(20)
@@ -230,7 +230,7 @@ def test_an_exchanges_body_is_canonical_exactly_as_one_read_off_the_wire() -> No
         fast = canonical_request("POST", "/v1/messages", data, redact)
         wire = Body("json", parse_canonical(json.dumps(data)))
         general = canonical_request("POST", "/v1/messages", wire, redact, plain=True)
-        assert fast.key == general.key, data
+        assert fast.key == general.key and same_request(fast, general), data
         assert same_json(fast.body.value, general.body.value), data
     with pytest.raises(TypeError, match="JSON cannot hold"):
         canonical_request("POST", "/v1/x", {"t": float("nan")})
@@ -238,6 +238,42 @@ def test_an_exchanges_body_is_canonical_exactly_as_one_read_off_the_wire() -> No
         canonical_request("POST", "/v1/x", {"t": {1, 2}})
     mixed = canonical_request("POST", "/v1/x", {1: "a", "b": 2})  # unsortable keys: still read
     assert mixed.body.value == {"1": "a", "b": 2}
+
+
+def test_requests_match_by_their_canonical_text_whatever_the_order_of_keys(
+    tmp_path: Path,
+) -> None:
+    """The fast key (marshal of the values, in their order) decides most matches; a body
+    whose objects' keys come in another order (as an SDK sends them, or a hand edit) has
+    another fast key and still matches by its canonical text, and True is never 1."""
+    from multiturn_eval.fixtures.canonical import same_request
+
+    sorted_body = {"a": 1, "b": {"c": True, "d": [1.5, "x"]}}
+    shuffled = {"b": {"d": [1.5, "x"], "c": True}, "a": 1}
+    a = canonical_request("POST", "/v1/messages", sorted_body)
+    wire = canonical_request(
+        "POST",
+        "/v1/messages",
+        decode_body(json.dumps(shuffled).encode(), canonical=True),
+        plain=True,
+    )
+    assert a.fast_key != wire.fast_key and a.key == wire.key and same_request(a, wire)
+    edited = CALL.replace('{"a": 1}', json.dumps(shuffled))
+    (call,) = parse_fixture(f"{META}\n{edited}\n".encode(), tmp_path / "f.jsonl").calls
+    assert same_request(call.request, a)
+    one = canonical_request("POST", "/v1/messages", {**sorted_body, "b": {"c": 1, "d": [1.5, "x"]}})
+    assert not same_request(one, a) and one.body.value == a.body.value  # == says True is 1
+
+
+def test_a_replayed_json_body_is_a_fresh_exact_copy_each_time(tmp_path: Path) -> None:
+    line = CALL.replace('{"ok": true}', '{"ok": true, "n": 1, "x": 1.0, "list": [{"k": "v"}]}')
+    (call,) = parse_fixture(f"{META}\n{line}\n".encode(), tmp_path / "f.jsonl").calls
+    first = call.body_copy()
+    assert same_json(first, {"ok": True, "n": 1, "x": 1.0, "list": [{"k": "v"}]})
+    first["list"][0]["k"] = "changed"
+    second = call.body_copy()
+    assert second["list"][0]["k"] == "v" and second is not first
+    assert same_json(second, call.response.body.value)
 
 
 def test_bodies_from_the_wire_are_json_only_when_strictly_json() -> None:
