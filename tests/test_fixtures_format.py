@@ -482,6 +482,99 @@ def test_a_damaged_fixture_is_a_config_error_naming_file_line_and_field(
     assert str(issue) == (f"{where} {field}: " if field else f"{where}: ") + issue.message
 
 
+def mutations(rng: random.Random, entry: Any) -> Any:
+    """``entry`` with one thing changed somewhere: a field dropped, added, retyped or
+    given a boundary value."""
+    out = json.loads(json.dumps(entry))
+    node = out
+    while isinstance(node, dict) and node and rng.random() < 0.6:
+        key = rng.choice(sorted(node))
+        if not isinstance(node[key], dict | list):
+            break
+        child = node[key]
+        if isinstance(child, list):
+            if not child or not isinstance(child[0], dict):
+                break
+            child = rng.choice(child)
+        node = child
+    if not isinstance(node, dict) or not node:
+        return out
+    key = rng.choice(sorted(node))
+    choice = rng.randrange(6)
+    if choice == 0:
+        del node[key]
+    elif choice == 1:
+        added = ["extra", "headers", "text", "body", "data", "base64", "events", "request_text"]
+        node[rng.choice([*added, "request_base64", "request", "query", "id", "retry"])] = "aGk="
+    else:
+        node[key] = rng.choice(
+            [None, True, False, 0, -1, 1, 99, 100, 599, 600, 1.0, "", "x", "GET", "get", "/p",
+             "p", "GET\n", "%%%", "aGk=", [], {}, [{}], {"data": 1}, "agent", "robot"]
+        )  # fmt: skip
+    return out
+
+
+def test_the_fast_check_accepts_only_what_the_models_accept_and_reads_it_the_same() -> None:
+    """Most lines skip pydantic (:func:`format._fits_call`); thousands of changed entries
+    show that whatever the fast check lets through the models accept too, so a damaged
+    line is never read."""
+    from pydantic import ValidationError
+
+    from multiturn_eval.fixtures import format as fmt
+    from multiturn_eval.fixtures.entries import CallEntry, MetaEntry
+
+    events = {"status": 200, "events": [{"data": {"a": 1}}, {"text": "[DONE]", "id": "7"}]}
+    seeds = [
+        json.loads(CALL),
+        {**json.loads(CALL), "turn": None, "query": "a=1", "response": events},
+        {**json.loads(CALL), "request_base64": "aGk=", "response": {"status": 204}} | {},
+        json.loads(priced({"input": "1", "output": "5", "cache_write": "1", "cache_read": "0"})),
+        json.loads(META),
+    ]
+    del seeds[2]["request"]
+    rng = random.Random(11)
+    fast = checked = 0
+    for i in range(6000):
+        seed = seeds[i % len(seeds)]
+        entry = seed if i < len(seeds) else mutations(rng, seed)
+        if not isinstance(entry, dict):
+            continue
+        is_meta = entry.get("kind") == "meta"
+        accepted = fmt._fits_meta(entry) if is_meta else fmt._fits_call(entry)
+        if i < len(seeds):
+            assert accepted, entry  # the well-formed ones take the fast way
+        if not accepted:
+            continue
+        fast += 1
+        try:
+            (MetaEntry if is_meta else CallEntry).model_validate(entry)
+        except ValidationError as exc:
+            raise AssertionError(f"the fast check let through {entry}: {exc}") from None
+        checked += 1
+    assert fast > 1000 and checked == fast
+
+
+def test_a_line_reads_the_same_through_the_models(tmp_path: Path, monkeypatch: Any) -> None:
+    """A line the fast check cannot vouch for is read after the models accept it, to the
+    same calls and meta as the fast way."""
+    from multiturn_eval.fixtures import format as fmt
+
+    events = {"status": 200, "events": [{"data": {"a": 1}, "event": "x", "retry": 5}]}
+    lines = [
+        priced({"input": "1", "output": "5", "cache_write": "1", "cache_read": "0"}),
+        CALL,
+        json.dumps({**json.loads(CALL), "turn": None, "query": "a=1", "response": events}),
+        json.dumps({**json.loads(CALL), "response": {"status": 200, "text": "plain"}}),
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    quick = parse_fixture(data, tmp_path / "f.jsonl")
+    monkeypatch.setattr(fmt, "_fits_call", lambda entry: False)
+    monkeypatch.setattr(fmt, "_fits_meta", lambda entry: False)
+    slow = parse_fixture(data, tmp_path / "f.jsonl")
+    assert quick.meta == slow.meta and quick.calls == slow.calls
+    assert [c.request.key for c in quick.calls] == [c.request.key for c in slow.calls]
+
+
 def test_bytes_that_are_not_text_and_hostile_nesting_are_config_errors(tmp_path: Path) -> None:
     for data, message in [
         (META.encode() + b"\n\xff\xfe\n", ":2: not UTF-8 text (byte 0)"),
