@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import re
 from typing import Any
 
@@ -29,6 +30,7 @@ from multiturn_eval.simulation.llm import (
 )
 from multiturn_eval.simulation.prompt import (
     PLACEHOLDERS,
+    Prompts,
     packaged_template,
     render,
     template_problem,
@@ -169,6 +171,50 @@ def test_an_agent_reply_arrives_inside_its_data_fence(injection: str) -> None:
 
 
 # --------------------------------------------------------------------------- the reply
+
+
+def _random_message(rng: random.Random, role: str) -> ConversationMessage:
+    words = ["`", "```", "{{goal}}", "{{transcript}}", "ok", "W123", "\n", "é", "  ", ""]
+    text = "".join(rng.choice(words) for _ in range(rng.randrange(0, 8)))
+    if role == "agent" and rng.random() < 0.2:
+        return ConversationMessage(role="agent", text="", error="timed out")
+    return ConversationMessage(role=role, text=text)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_prompts_step_after_step_equal_render(seed: int) -> None:
+    """The simulator's prompts (parts kept from step to step) are render's, on random
+    conversations that go on, start again, or change a message already seen."""
+    rng = random.Random(seed)
+    templates = [
+        packaged_template(),
+        "{{transcript}}",
+        "{{ goal }}|{{transcript}}|{{unknown}}|{{transcript}}|{{other}}|{{persona}}{{known}}",
+        "no placeholder but {{transcript}} at the end {{transcript}}",
+    ]
+    template = rng.choice(templates)
+    texts: dict[str, Any] = {
+        "goal": rng.choice([GOAL, "  {{transcript}} goal  "]),
+        "persona": rng.choice([None, "", "  terse ", "{{goal}}"]),
+        "known": rng.choice([{}, KNOWN, {"a": [1, "x y"], "b": None}]),
+        "unknown": rng.choice([[], ["the PIN", "  the  card  "]]),
+    }
+    prompts = Prompts(template, **texts)
+    conversation: list[ConversationMessage] = []
+    for _ in range(30):
+        roll = rng.random()
+        if roll < 0.1:
+            conversation = []  # another conversation
+        elif roll < 0.2 and conversation:  # the same length, one message another one
+            i = rng.randrange(len(conversation))
+            conversation[i] = _random_message(rng, conversation[i].role)
+        elif roll < 0.25 and conversation:
+            conversation = conversation[: rng.randrange(len(conversation))]
+        else:
+            for role in rng.choice([("user", "agent"), ("user",), ("agent",)]):
+                conversation.append(_random_message(rng, role))
+        said = tuple(conversation)
+        assert prompts.render(said) == render(template, conversation=said, **texts)
 
 
 def test_the_schema_is_strict_json_schema_and_matches_the_checker() -> None:

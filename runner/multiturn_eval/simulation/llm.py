@@ -49,7 +49,7 @@ from ..results import sum_costs
 from ..types import USER_OUTCOMES, ConversationMessage, TokenUsage, UserTurn
 from ..usercode import error_text
 from .base import Named, Step
-from .prompt import packaged_template, render
+from .prompt import Prompts, packaged_template
 from .record import SimulatorInfo
 
 TOOL_NAME = "user_turn"
@@ -237,16 +237,17 @@ class LLMSimulator(Named):
         self._temperatures = temperatures if temperatures is not None else Temperatures()
         self._template = template if template is not None else packaged_template()
         self._schema = user_turn_schema()
-
-    def prompt(self, conversation: Sequence[ConversationMessage]) -> str:
-        return render(
+        self._prompts = Prompts(
             self._template,
             goal=self._goal,
             persona=self._persona,
             known=self._known,
             unknown=self._unknown,
-            conversation=conversation,
         )
+
+    def prompt(self, conversation: Sequence[ConversationMessage]) -> str:
+        """:func:`~.prompt.render` of the template with this simulator's texts."""
+        return self._prompts.render(conversation)
 
     async def next_step(self, conversation: tuple[ConversationMessage, ...]) -> Step:
         prompt = self.prompt(conversation)

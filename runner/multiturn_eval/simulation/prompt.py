@@ -63,10 +63,11 @@ def unknown_text(unknown: Sequence[str]) -> str:
     return "\n".join(f"- {_value(fact)}" for fact in unknown) or NONE
 
 
-def transcript_text(conversation: Sequence[ConversationMessage]) -> str:
-    """The conversation for the simulator: user messages plain, agent messages fenced."""
-    parts: list[str] = []
-    user_count = 0
+def _transcript_parts(
+    conversation: Sequence[ConversationMessage], parts: list[str], user_count: int
+) -> int:
+    """Append each message's part of the transcript to ``parts`` (``user_count``: the user
+    messages before these); the user messages counted after them."""
     for message in conversation:
         if message.role == "user":
             user_count += 1
@@ -78,6 +79,13 @@ def transcript_text(conversation: Sequence[ConversationMessage]) -> str:
                 f"[message {user_count}] agent:\n"
                 + data_block(f"the agent's reply to message {user_count}", message.text)
             )
+    return user_count
+
+
+def transcript_text(conversation: Sequence[ConversationMessage]) -> str:
+    """The conversation for the simulator: user messages plain, agent messages fenced."""
+    parts: list[str] = []
+    _transcript_parts(conversation, parts, 0)
     return "\n\n".join(parts) if parts else EMPTY_TRANSCRIPT
 
 
@@ -99,3 +107,67 @@ def render(
         "transcript": transcript_text(conversation),
     }
     return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+class Prompts:
+    """:func:`render` of one simulator's template and texts, step after step of its conversation.
+
+    The same text as :func:`render`, made with less work: the template is split at its
+    placeholders once, the goal, persona, known and unknown texts are made once, and the
+    transcript's part of each message is made once -- a step whose conversation goes on
+    from the last step's (the same messages, then more) only adds the parts of the new
+    ones. Any other conversation is rendered from its start.
+    """
+
+    def __init__(
+        self,
+        template: str,
+        *,
+        goal: str,
+        persona: str | None,
+        known: Mapping[str, Any],
+        unknown: Sequence[str],
+    ) -> None:
+        self._values = {
+            "goal": goal.strip(),
+            "persona": persona.strip() if persona and persona.strip() else NO_PERSONA,
+            "known": known_text(known),
+            "unknown": unknown_text(unknown),
+        }
+        # the template as (text before a placeholder, its name, the placeholder as written)
+        self._pieces: list[tuple[str, str, str]] = []
+        start = 0
+        for match in PLACEHOLDER.finditer(template):
+            self._pieces.append((template[start : match.start()], match.group(1), match.group(0)))
+            start = match.end()
+        self._tail = template[start:]
+        self._said: tuple[ConversationMessage, ...] = ()
+        self._parts: list[str] = []
+        self._users = 0
+
+    def _transcript(self, conversation: Sequence[ConversationMessage]) -> str:
+        said = self._said
+        known = len(said)
+        if len(conversation) < known or any(
+            a is not b for a, b in zip(said, conversation[:known], strict=True)
+        ):
+            self._parts, self._users, known = [], 0, 0
+        self._users = _transcript_parts(conversation[known:], self._parts, self._users)
+        self._said = tuple(conversation)
+        return "\n\n".join(self._parts) if self._parts else EMPTY_TRANSCRIPT
+
+    def render(self, conversation: Sequence[ConversationMessage]) -> str:
+        """``render(template, goal=..., ..., conversation=conversation)``."""
+        values = self._values
+        transcript: str | None = None
+        out: list[str] = []
+        for text, name, written in self._pieces:
+            out.append(text)
+            if name == "transcript":
+                if transcript is None:
+                    transcript = self._transcript(conversation)
+                out.append(transcript)
+            else:
+                out.append(values.get(name, written))
+        out.append(self._tail)
+        return "".join(out)
