@@ -322,6 +322,39 @@ def test_a_run_prices_at_recorded_rates_only_where_every_fixture_agrees() -> Non
     assert price.cost(TokenUsage(prompt_tokens=MILLION, completion_tokens=MILLION)) == 6.0
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_requests_table_usage_is_the_one_genai_prices_makes(seed: int) -> None:
+    """:func:`table_usage` stores whole counts without genai-prices' constructor: the same
+    ``Usage`` as the constructor makes, on random counts (zeros and huge ones included)."""
+    import random
+
+    from genai_prices import Usage
+
+    rng = random.Random(seed)
+    for _ in range(200):
+        fields = {
+            key: rng.choice([0, 1, rng.randrange(10**6), 10**15])
+            for key in ("prompt_tokens", "completion_tokens", "cache_creation_tokens")
+        }
+        fields["cache_read_tokens"] = rng.choice([0, 7, 10**9])
+        usage = TokenUsage(**fields)
+        made = table_usage(usage)
+        built = Usage(
+            input_tokens=usage.prompt_tokens
+            + usage.cache_creation_tokens
+            + usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_creation_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            output_tokens=usage.completion_tokens,
+        )
+        assert type(made) is Usage and vars(made) == vars(built)
+        for key in ("input_tokens", "output_tokens", "cache_read_tokens", "input_audio_tokens"):
+            assert getattr(made, key) == getattr(built, key)  # inferred ones too
+    hostile = TokenUsage.model_construct(prompt_tokens=-5, completion_tokens=True)
+    with pytest.raises(ValueError):
+        table_usage(hostile)  # genai-prices' own check, as before
+
+
 def test_a_count_not_reported_is_inferred_as_genai_prices_infers_it() -> None:
     """A count the usage leaves out is 0, or an error when a count inside it was reported
     (cache reads without input tokens): the same answer as genai-prices' own calculation,

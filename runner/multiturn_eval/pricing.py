@@ -304,15 +304,39 @@ def run_prices() -> Iterator[RunPrices]:
 
 def table_usage(usage: TokenUsage) -> Usage:
     """One request's usage as genai-prices counts it (the mapping in the module docstring:
-    its input includes the cached parts)."""
+    its input includes the cached parts).
+
+    Counts that are whole numbers, none negative (every usage the runner makes) are
+    stored as genai-prices' ``Usage.__init__`` stores them once it has checked them (its
+    check of each, a tenth of a request's price, passes them unchanged); any other
+    goes through that check.
+    """
     from genai_prices import Usage
 
-    return Usage(
-        input_tokens=usage.prompt_tokens + usage.cache_creation_tokens + usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_creation_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        output_tokens=usage.completion_tokens,
-    )
+    counts = {
+        "input_tokens": usage.prompt_tokens + usage.cache_creation_tokens + usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_creation_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "output_tokens": usage.completion_tokens,
+    }
+    if all(type(v) is int and v >= 0 for v in counts.values()) and _plain_usage():
+        made = object.__new__(Usage)
+        vars(made).update(counts)
+        return made
+    return Usage(**counts)
+
+
+@functools.cache
+def _plain_usage() -> bool:
+    """genai-prices' ``Usage`` keeps checked whole counts as they are, in its ``__dict__``
+    (what :func:`table_usage` relies on; checked once, on a sample, when first priced)."""
+    from genai_prices import Usage
+
+    try:
+        sample = {"input_tokens": 3, "cache_write_tokens": 0, "output_tokens": 2}
+        return vars(Usage(**sample)) == sample
+    except Exception:  # another genai-prices: its own constructor then
+        return False
 
 
 _RESOLVED: dict[int, tuple[object, Callable[[Usage], float]]] = {}
