@@ -355,6 +355,31 @@ def test_a_requests_table_usage_is_the_one_genai_prices_makes(seed: int) -> None
         table_usage(hostile)  # genai-prices' own check, as before
 
 
+def test_random_requests_cost_what_genai_prices_own_calculation_says() -> None:
+    """The same on random usages, each model of the anthropic and openai tables."""
+    import random
+    from datetime import UTC, datetime
+
+    rng = random.Random(7)
+    for provider in ("anthropic", "openai"):
+        source = next(p for p in _table().providers if p.id == provider)
+        for info in source.models:
+            price = _table_price(info.id, provider)
+            if price is None:
+                continue
+            for _ in range(5):
+                usage = TokenUsage(
+                    prompt_tokens=rng.choice([0, rng.randrange(300_000), 10**13]),
+                    completion_tokens=rng.randrange(20_000),
+                    cache_creation_tokens=rng.choice([0, rng.randrange(50_000)]),
+                    cache_read_tokens=rng.choice([0, rng.randrange(400_000)]),
+                )
+                engine = price.info.calc_price(
+                    table_usage(usage), price.source, genai_request_timestamp=datetime.now(UTC)
+                )
+                assert price.cost(usage) == float(engine.total_price), (info.id, usage)
+
+
 def test_a_count_not_reported_is_inferred_as_genai_prices_infers_it() -> None:
     """A count the usage leaves out is 0, or an error when a count inside it was reported
     (cache reads without input tokens): the same answer as genai-prices' own calculation,

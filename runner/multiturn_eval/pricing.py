@@ -404,11 +404,7 @@ def _resolved(price: TableModelPrice) -> Callable[[Usage], float]:
         # which counts were reported above 0: worked out once per such set, not per request.
         inferred: dict[tuple[str, frozenset[str]], Any] = {}
 
-        def count_of(usage: Usage, key: str) -> Any:
-            values = vars(usage)
-            if key in values:  # what __init__ stored (validated; a None is never stored)
-                return values[key]
-            positive = frozenset(k for k, v in values.items() if v)
+        def inferred_count(usage: Usage, key: str, positive: frozenset[str]) -> Any:
             known = inferred.get((key, positive))
             if known is None:
                 try:
@@ -420,10 +416,29 @@ def _resolved(price: TableModelPrice) -> Callable[[Usage], float]:
                 raise ValueError(*known.args)
             return known
 
+        # (key, rate, per, flat rate): a flat rate (a Decimal, not tiers) times a whole count
+        # is done here with calc_unit_price's own Decimal operations, in the same order
+        rates = [
+            (unit.usage_key, rate, unit.per, rate if isinstance(rate, Decimal) else None)
+            for unit, rate in units
+        ]
+
         def calculate(usage: Usage) -> float:
+            values = vars(usage)  # what __init__ stored (validated; a None is never stored)
+            positive: frozenset[str] | None = None  # the counts reported above 0
             counts: dict[str, Any] = {}
             for key, inner in plan:
-                count = subtract_usage_values(count_of(usage, key), [counts[k] for k in inner])
+                if key in values:
+                    count = values[key]
+                else:
+                    if positive is None:
+                        positive = frozenset(k for k, v in values.items() if v)
+                    count = inferred_count(usage, key, positive)
+                less = [counts[k] for k in inner]
+                if type(count) is int and all(type(v) is int for v in less):
+                    count -= sum(less)  # subtract_usage_values of whole counts
+                else:
+                    count = subtract_usage_values(count, less)
                 if count < 0:
                     raise ValueError(f"{key} less the counts it includes is negative")
                 counts[key] = count
@@ -431,8 +446,12 @@ def _resolved(price: TableModelPrice) -> Callable[[Usage], float]:
                 counts["requests"] = 1
             threshold = usage.input_tokens if tiered else 0
             total = Decimal(0)
-            for unit, rate in units:
-                total += calc_unit_price(rate, counts[unit.usage_key], threshold, unit.per)
+            for key, rate, per, flat in rates:
+                count = counts[key]
+                if flat is not None and type(count) is int:
+                    total += flat * Decimal(count) / per
+                else:
+                    total += calc_unit_price(rate, count, threshold, per)
             return float(total)
 
     _RESOLVED[id(price)] = (price, calculate)
