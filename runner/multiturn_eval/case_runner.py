@@ -98,6 +98,8 @@ if TYPE_CHECKING:
 
 #: marks the label of async user code that ignored its cancellation (see usercode.guarded)
 _ASYNC = "async "
+#: the usage of a turn whose reply reports none (TokenUsage is frozen: one serves every turn)
+_NO_USAGE = TokenUsage()
 #: consecutive session errors (or timeouts) after which a session is given up
 MAX_CONSECUTIVE_SESSION_ERRORS = 2
 #: how long closing a session may take before the run moves on
@@ -639,7 +641,7 @@ class CaseRunner:
             passed=False,
             warnings=[*reply.warnings, *judge_warnings],
             duration_ms=duration_ms,
-            token_usage=reply.token_usage or TokenUsage(),
+            token_usage=reply.token_usage or _NO_USAGE,
             cost_usd=reply.cost_usd,
             judge_token_usage=sum_usages(judge_usages),
             judge_cost_usd=sum_costs(judge_costs),

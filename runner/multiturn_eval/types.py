@@ -195,10 +195,10 @@ class ToolInvocation(BaseModel):
     def _json_safe(
         cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
     ) -> Any:
-        from .sanitize import clean_text, json_safe
-
         if not isinstance(data, Mapping) or _stored(info):
             return handler(data)
+        from .sanitize import clean_text, json_safe
+
         data = dict(data)
         problems = []
         if isinstance(data.get("args"), Mapping):
