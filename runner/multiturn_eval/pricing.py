@@ -568,7 +568,7 @@ def _table_price(model: str, provider: str | None) -> TablePrice | None:
     base_input = _base(input_rate)
     read, write = rates.cache_read_mtok, rates.cache_write_mtok
     tiered = any(_is_tiered(rate) for rate in (input_rate, output_rate, read, write))
-    price = TablePrice(
+    return TablePrice(
         input=base_input,
         output=_base(output_rate),
         cache_write=base_input if write is None else _base(write),
@@ -579,7 +579,6 @@ def _table_price(model: str, provider: str | None) -> TablePrice | None:
         info=info,
         source=source,
     )
-    return price
 
 
 def _base(rate: Decimal | TieredPrices | None) -> float:
