@@ -25,13 +25,11 @@ Where a problem is and how it is worded: :mod:`.locate`; how files are read
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import importlib.util
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +37,7 @@ from pydantic import ValidationError
 
 from .case_source import CasesFile, CaseSource, TurnFileUse
 from .errors import CaseReadError, ConfigError, ConfigIssue, JudgeConfigProblem, YamlSyntaxError
+from .gc_pause import gc_paused
 from .grading.evaluators import parse_ground_truth_number
 from .grading.judges.prompt import template_problem
 from .grading.judges.service import PACKAGES, merge_levels, resolve
@@ -1074,22 +1073,6 @@ def _conversation_name_issues(
         for j, e in enumerate(case.conversation_evaluations)
         if e.metric_name in per_turn
     ]
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building large acyclic data.
-
-    Loading a 1,000-case suite allocates hundreds of thousands of objects and
-    no cycles; the collector's passes over them took half the load time.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def load_suites(

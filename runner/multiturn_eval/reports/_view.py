@@ -9,16 +9,15 @@ decided in :mod:`multiturn_eval.results`, never here.
 
 from __future__ import annotations
 
-import functools
-import gc
 import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal
 
+from ..gc_pause import with_gc_paused
 from ..results import (
     CaseResult,
     RegradeInfo,
@@ -33,29 +32,8 @@ from ..types import TokenUsage, ToolInvocation
 
 TurnStatus = Literal["passed", "failed", "error", "skipped"]
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def gc_paused(render: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Run a renderer with the cyclic garbage collector paused.
-
-    Rendering a big run allocates many short-lived objects, which triggers
-    full collections that walk every result of the run again (tens of ms at
-    1,000 test cases); renderers make no reference cycles worth collecting.
-    """
-
-    @functools.wraps(render)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return render(*args, **kwargs)
-        finally:
-            if was_enabled:
-                gc.enable()
-
-    return wrapper
+gc_paused = with_gc_paused
+"""A renderer run with the cyclic garbage collector paused (:mod:`..gc_pause`)."""
 
 
 STATUS_ICON: dict[str, str] = {
