@@ -457,6 +457,30 @@ def test_the_command_selects_exactly_that_case_and_survives_the_shell(name: str)
     assert echoed == argv[1:]
 
 
+def test_the_name_index_says_what_comparing_every_pair_says() -> None:
+    """Whether a name is part of another, from the index (each suite's names indexed once
+    for its re-record commands), is what comparing it with every name says: hostile names,
+    short ones, names inside names, duplicates."""
+    import random
+
+    from multiturn_eval.fixtures.cassette import NameIndex
+
+    rng = random.Random(5)
+    alphabet = "ab c*[?-_é"
+    for _ in range(200):
+        names = [
+            "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 9)))
+            for _ in range(rng.randrange(1, 30))
+        ]
+        names += HOSTILE_NAMES[: rng.randrange(len(HOSTILE_NAMES))]
+        index = NameIndex(names)
+        for name in names:
+            assert exact_filter(name, index) == exact_filter(name, names), (name, names)
+            assert rerecord_command("s.yaml", name, index) == rerecord_command(
+                "s.yaml", name, names
+            )
+
+
 def test_exact_filter_keeps_plain_names_plain() -> None:
     assert exact_filter("refund flow", ["refund flow", "other"]) == "refund flow"
     assert exact_filter("refund flow", ["refund flow", "refund flow 2"]) == "[r]efund flow"
