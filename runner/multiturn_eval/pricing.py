@@ -258,15 +258,20 @@ class RunPrices:
         """(provider, model) -> the fixtures' rates (:meth:`use_recorded`)"""
         self.looked_up: dict[tuple[str, str], TablePrice] = {}
         """(model, provider) -> the table's price, as this run asked for it"""
+        self._flat: dict[tuple[str, str], dict[str, str] | None] = {}
+        """(model, provider) -> its :func:`flat_rates`, worked out once a run"""
 
     def recordable(self, models: Iterable[str]) -> dict[str, dict[str, dict[str, str]]]:
         """provider -> model -> rates, for those of ``models`` (a fixture's) whose table price
         this run looked up and that have flat rates (:func:`flat_rates`)."""
         wanted = set(models)
         out: dict[str, dict[str, dict[str, str]]] = {}
-        for (model, provider), price in list(self.looked_up.items()):
+        for key, price in list(self.looked_up.items()):
+            model, provider = key
             if model in wanted:
-                rates = flat_rates(price)
+                if key not in self._flat:  # each fixture written asks again
+                    self._flat[key] = flat_rates(price)
+                rates = self._flat[key]
                 if rates is not None:
                     out.setdefault(provider, {})[model] = rates
         return out
