@@ -104,6 +104,34 @@ def test_a_chat_backend_records_then_replays_with_no_key_and_no_network(
     assert "recorded cost not spent" in summary
 
 
+def test_a_body_with_integer_keys_from_the_suite_replays(project: Project) -> None:
+    """YAML keeps ``logit_bias: {50256: -100, 9: 5}`` as integer keys; the request sends them
+    as strings, the fixture holds them as strings, and the replay matches (a body's keys
+    are compared as JSON strings, not sorted as numbers)."""
+    project.write(
+        "suite.yaml",
+        "agent: {backend: openai, model: gpt-4o-mini,"
+        " extra_body: {logit_bias: {50256: -100, 9: 5, 10: 1}}}\n"
+        "test_cases:\n  - {name: refund, turns: [{input: where is my refund?}, {input: and?}]}\n",
+    )
+    with fo.FakeOpenAI(lambda request: fo.text("done")) as fake:
+        env = {"OPENAI_API_KEY": fo.API_KEY, "OPENAI_BASE_URL": fake.client_url}
+        recorded = project.run("run", "suite.yaml", "--fixtures", "record", env=env)
+        assert recorded.code == 0, recorded.out + recorded.err
+        sent = [request.body["logit_bias"] for request in fake.requests]
+    assert sent == [{"50256": -100, "9": 5, "10": 1}] * 2
+    entries = lines(project.root / "fixtures" / "suite" / "refund.jsonl")
+    assert [e["request"]["logit_bias"] for e in entries[1:]] == [
+        {"10": 1, "50256": -100, "9": 5}
+    ] * 2
+    with no_network() as attempts:
+        replayed = project.run("run", "suite.yaml", "--fixtures", "replay", env=base_url_only(env))
+    assert replayed.code == 0, replayed.out + replayed.err
+    assert attempts == []
+    run = replayed.report["run"]["fixtures"]
+    assert (run["replayed"], run["missed"]) == (2, 0)
+
+
 def test_reports_without_fixtures_have_no_fixture_fields(project: Project) -> None:
     project.write(
         "suite.yaml",
