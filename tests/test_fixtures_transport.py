@@ -469,6 +469,36 @@ def test_a_run_that_imports_no_httpx2_is_intercepted_once_it_does(tmp_path: Path
     assert result == [False, False, 404, "not_in_fixtures", "replay", True, None]
 
 
+TRANSPORT_FIRST = """
+import json, sys
+from multiturn_eval.fixtures import intercept_httpx
+before = "httpx2" in sys.modules
+with intercept_httpx("replay"):
+    if sys.argv[1] == "module":
+        from multiturn_eval.fixtures.transport import AsyncFixtureTransport
+    else:  # the package's lazy name
+        from multiturn_eval.fixtures import AsyncFixtureTransport
+    import httpx2
+    patched = hasattr(httpx2.HTTPTransport.handle_request, "__wrapped__")
+    refused = httpx2.get("http://127.0.0.1:9/v1/x")  # outside any test case: refused in replay
+    status, kind = refused.status_code, refused.json()["error"]["type"]
+print("PROBE " + json.dumps([before, patched, status, kind]))
+"""
+
+
+@pytest.mark.parametrize("how", ["module", "package"])
+def test_the_transports_module_imported_first_in_the_block_is_still_intercepted(
+    tmp_path: Path, how: str
+) -> None:
+    """Importing the fixtures' transports (which import ``httpx2`` first thing) as the first
+    thing inside the block: the patch waits for that import to finish, then is in place
+    before any request (it used to find the module half made, and stay off)."""
+    from tests.cli_probe import run_probe
+
+    result = run_probe(TRANSPORT_FIRST, tmp_path, (how,))
+    assert result == [False, True, 404, "not_in_fixtures"]
+
+
 def test_intercept_httpx_nests_and_refuses_a_second_mode() -> None:
     with intercept_httpx("replay"):
         with intercept_httpx("replay"):
