@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from multiturn_eval.fixtures.values import is_rate
 from multiturn_eval.pricing import (
     RATE_NAMES,
     Price,
@@ -292,6 +293,7 @@ def test_recorded_flat_rates_cost_exactly_what_the_table_says() -> None:
                 continue
             flat += 1
             assert sorted(found) == sorted(RATE_NAMES)
+            assert all(is_rate(text) for text in found.values()), found  # read back as written
             recorded = RecordedPrice.from_rates(provider, info.id, found)
             for usage in usages:
                 assert recorded.cost(usage) == price.cost(usage), (info.id, usage)
