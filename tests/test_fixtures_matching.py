@@ -425,6 +425,8 @@ HOSTILE_NAMES = [
     "with 'single' and \"double\" quotes; rm -rf /",
     "$(reboot) `id`",
     "-k",
+    "!",
+    "^",
 ]
 
 
@@ -443,10 +445,7 @@ def test_the_command_selects_exactly_that_case_and_survives_the_shell(name: str)
     pattern = argv[6]
     selection = Selection(pattern=pattern)
     chosen = [n for n in HOSTILE_NAMES if selection.matches(n, [])]
-    if name == "!^]-\\":  # no character can be made a class: the plain name, selected with others
-        assert name in chosen
-    else:
-        assert chosen == [name]
+    assert chosen == [name]
     # a real shell reads the same words
     echoed = subprocess.run(
         ["sh", "-c", command.replace("multiturn-eval", "printf '%s\\n'", 1)],
@@ -481,10 +480,86 @@ def test_the_name_index_says_what_comparing_every_pair_says() -> None:
             )
 
 
+def test_exact_filter_of_names_made_of_glob_characters() -> None:
+    """``^ ] - \\`` are made single-character classes (``[^]`` is just ``^``); a name of
+    nothing but ``!`` cannot be (``[!...]`` negates): ``[]!]`` there, which also takes ``]``."""
+    assert exact_filter("!^]-\\", ["!^]-\\ 2"]) == "![^]]-\\"
+    assert exact_filter("^", ["^^"]) == "[^]"
+    assert exact_filter("-", ["a-b"]) == "[-]"
+    assert exact_filter("!!", ["!!!"]) == "[]!]!"
+    names = ["!!", "!!!", "a!!", "]!"]
+    assert [n for n in names if Selection(pattern=exact_filter("!!", names)).matches(n, [])] == [
+        "!!",
+        "]!",
+    ]
+
+
 def test_exact_filter_keeps_plain_names_plain() -> None:
     assert exact_filter("refund flow", ["refund flow", "other"]) == "refund flow"
     assert exact_filter("refund flow", ["refund flow", "refund flow 2"]) == "[r]efund flow"
     assert exact_filter("a*b", []) == "a[*]b"
+
+
+def test_an_equal_judge_recording_in_another_key_order_is_used_before_one_is_reused(
+    tmp_path: Path,
+) -> None:
+    """The same judge request recorded twice, the second line hand-edited so its keys come in
+    another order: two calls get the two answers (the second is found by its text, unused),
+    a third reuses one."""
+    from multiturn_eval.fixtures.cassette import Cassette, Replay
+    from multiturn_eval.fixtures.format import parse_fixture
+
+    meta = {
+        "kind": "meta",
+        "format": 1,
+        "case": "c",
+        "run": 1,
+        "version": "v",
+        "recorded_at": "2025-06-01T09:30:00Z",
+        "source": "s",
+        "models": {"judge": ["m"]},
+    }
+
+    def entry(request: dict[str, Any], answer: str) -> str:
+        return json.dumps(
+            {
+                "kind": "call",
+                "side": "judge",
+                "turn": 1,
+                "method": "POST",
+                "path": "/v1/messages",
+                "request": request,
+                "response": {"status": 200, "body": {"answer": answer}},
+            }
+        )
+
+    text = "\n".join(
+        [
+            json.dumps(meta),
+            entry({"a": 1, "model": "m"}, "first"),
+            entry({"model": "m", "a": 1}, "second"),
+        ]
+    )
+    path = tmp_path / "c.jsonl"
+    cassette = Cassette(
+        mode="replay",
+        case="c",
+        run=1,
+        path=path,
+        shown="c.jsonl",
+        command="x",
+        fixture=parse_fixture(text.encode(), path),
+    )
+    cassette.set_turn(1)
+    answers = []
+    for _ in range(3):
+        decision = cassette.begin(
+            "judge", cassette.canonical("POST", "/v1/messages", {"a": 1, "model": "m"})
+        )
+        assert isinstance(decision, Replay)
+        answers.append((decision.call.response.body.value["answer"], decision.call.line))
+    assert answers[:2] == [("first", 2), ("second", 3)]
+    assert answers[2] in answers[:2]
 
 
 # ------------------------------------------------------------------ the exchange wrapper
