@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import threading
 from collections.abc import Callable, Iterator
 from typing import ParamSpec, TypeVar
 
@@ -19,16 +20,33 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
+class _Pauses:
+    lock = threading.Lock()
+    count = 0
+    """Blocks inside :func:`gc_paused` now, in any thread."""
+    was_enabled = False
+    """Whether the collector was on when the first of them began."""
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """No cyclic collection inside the block (the collector as it was after it)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    """No cyclic collection inside the block (the collector as it was after it).
+
+    Blocks nest and may overlap in several threads (the interrupt writer renders reports
+    while the run reads): the first one in pauses the collector, the last one out puts it
+    back as the first one found it."""
+    with _Pauses.lock:
+        if _Pauses.count == 0:
+            _Pauses.was_enabled = gc.isenabled()
+            gc.disable()
+        _Pauses.count += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _Pauses.lock:
+            _Pauses.count -= 1
+            if _Pauses.count == 0 and _Pauses.was_enabled:
+                gc.enable()
 
 
 def with_gc_paused(function: Callable[_P, _R]) -> Callable[_P, _R]:
