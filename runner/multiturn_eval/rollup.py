@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from .results import (
     CaseResult,
     CaseRun,
+    CaseTotals,
     MetricResult,
     MetricSummary,
     Outcome,
@@ -155,7 +156,7 @@ class _Repeats:
         self.invalid = self.runs_per_case = 0
         self.once_ran = self.once_passed = 0
 
-    def add(self, case: CaseResult) -> None:
+    def add(self, case: CaseResult | CaseTotals) -> None:
         r = case.repeat
         if r is None:
             self.once_ran += not case.skipped
@@ -193,12 +194,14 @@ class _Repeats:
         )
 
 
-def summarize(results: Iterable[CaseResult]) -> Summary:
+def summarize(results: Iterable[CaseResult | CaseTotals]) -> Summary:
     """The run's totals, in one pass over ``results`` keeping counters and running sums.
 
     ``results`` may be read from a file one at a time (:mod:`.stored`): no
     result, and no list as long as the results, is kept (issue 23). Sums are
     added in result order, so they equal the sums over a list of the same results.
+    A result may be given as its :class:`~multiturn_eval.results.CaseTotals` (the
+    fields read here: what a stored result is read as, see ``ResultSequence.totals``).
     """
     cases = TurnCounts()  # the same four counts, of test cases
     turns = TurnCounts()

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from .results import CaseFixture, CaseResult
+from .results import CaseFixture, CaseResult, CaseTotals
 from .stored import ResultFile, ResultSequence
 from .stored import _read as read_span
 from .types import STORED
@@ -41,6 +41,12 @@ if TYPE_CHECKING:
 _NOT_RUN = -1
 #: an entry of :class:`RunResults` held as a model (kept, partial repeat, memory fallback)
 _HELD = -2
+
+#: :attr:`RunStore.checked` flags: whether a stored text was compared with what reading it
+#: back and dumping it gives (compact, and indented by 2 as report.json is), and was the same
+_COMPACT_CHECKED, _COMPACT_SAME, _PRETTY_CHECKED, _PRETTY_SAME = 1, 2, 4, 8
+#: :class:`RunResults` ``keys``: ``suite << KEY_BITS | case index``
+KEY_BITS = 32
 
 
 def redacted_text(result: CaseResult, redact: Redactor) -> str:
@@ -91,6 +97,9 @@ class RunStore:
         self.redact = redact
         self.offsets = [array("q", [_NOT_RUN]) * n for n in sizes]
         self.lengths = [array("q", [0]) * n for n in sizes]
+        self.checked = [bytearray(n) for n in sizes]
+        """Per case, what :meth:`RunResults.json_texts` found of its stored text (the flags
+        above; 0 until a report wrote it): one byte a case, no result is kept."""
         self.held: dict[tuple[int, int], CaseResult] = {}
         """Results kept in memory (redacted), once the file failed or without one."""
         self.count = 0
@@ -135,6 +144,7 @@ class RunStore:
             else:
                 self.offsets[s][index] = offset
                 self.lengths[s][index] = length
+                self.checked[s][index] = 0
                 self.count += 1
                 return
         self.held[(s, index)] = _parse(text)
@@ -170,6 +180,8 @@ class RunResults(ResultSequence):
     ``finish`` (``RunOptions.finish_case``) is applied to the made ones (the stored
     ones went through it before they were stored); ``redacted_by`` is the redactor
     every result read has gone through (see :func:`multiturn_eval.reports.writer.redact_report`).
+    ``keys``, when given, names each stored entry's place in the store (``suite << 32 |
+    case index``, -1 for the others): where :meth:`json_texts` notes what it found.
     """
 
     def __init__(
@@ -179,12 +191,14 @@ class RunResults(ResultSequence):
         lengths: array[int],
         made: dict[int, Make],
         finish: Callable[[CaseResult], CaseResult] | None = None,
+        keys: array[int] | None = None,
     ) -> None:
         self.store = store  # keeps the spool file alive as long as a report reads it
         self.offsets = offsets
         self.lengths = lengths
         self.made = made
         self.finish = finish
+        self.keys = keys
         self.redacted_by = store.redact
 
     def __len__(self) -> int:
@@ -224,6 +238,74 @@ class RunResults(ResultSequence):
             if handle is not None:
                 handle.close()
 
+    def _stored(self) -> Iterator[tuple[int, bytes | None]]:
+        """(position, stored bytes) of every entry in order; None for a made one."""
+        handle: BinaryIO | None = None
+        try:
+            for i in range(len(self)):
+                offset = self.offsets[i]
+                if offset < 0:
+                    yield i, None
+                    continue
+                if handle is None:
+                    assert self.store.path is not None
+                    handle = self.store.path.open("rb")
+                yield i, read_span(handle, offset, self.lengths[i])
+        finally:
+            if handle is not None:
+                handle.close()
+
+    def totals(self) -> Iterator[CaseResult | CaseTotals]:
+        """What the summary reads of each result: a stored one is read as its
+        :class:`~multiturn_eval.results.CaseTotals` (not the whole result), a made one made."""
+        for i, data in self._stored():
+            yield (
+                self._made(i)
+                if data is None
+                else CaseTotals.model_validate_json(data, context=STORED)
+            )
+
+    def json_texts(self, indent: int | None = None) -> Iterator[str]:
+        """Each result's ``dump_json(result, indent)``, in order (what report.json joins).
+
+        A stored result's text is ``dump_json`` of the result that was stored; read back
+        and dumped again it gives the same bytes for anything the runner makes, but not
+        necessarily for what a ``finish_case`` hook made (a value of the wrong type, keys
+        that collide once made strings). So the first report to write a stored result
+        reads it back and dumps it as before, and notes in :attr:`RunStore.checked`
+        whether the stored text (compact) or the stored text re-indented (``indent=2``,
+        :func:`~multiturn_eval.reports.json_report.reindent`) was those same bytes; the
+        reports after it copy that instead of reading the result back (a snapshot of a
+        long run writes every result again and again). Other indents dump each result.
+        """
+        from .reports.json_report import dump_json
+
+        if indent is None:
+            checked, same = _COMPACT_CHECKED, _COMPACT_SAME
+        elif indent == 2:
+            checked, same = _PRETTY_CHECKED, _PRETTY_SAME
+        else:
+            checked = same = 0
+        keys, flags = self.keys, self.store.checked
+        mask = (1 << KEY_BITS) - 1
+        for i, data in self._stored():
+            if data is None:
+                yield dump_json(self._made(i), indent)
+                continue
+            key = keys[i] if keys is not None and same else -1
+            found = flags[key >> KEY_BITS][key & mask] if key >= 0 else 0
+            if found & same:
+                yield _copied(data, indent)
+                continue
+            text = dump_json(_parse(data), indent)
+            if key >= 0 and not found & checked:
+                try:
+                    alike = _copied(data, indent) == text
+                except ValueError:  # not JSON pydantic reads (a fallback's lone surrogate)
+                    alike = False
+                flags[key >> KEY_BITS][key & mask] = found | checked | (same if alike else 0)
+            yield text
+
     def fixture_blocks(self) -> Iterator[CaseFixture]:
         """The ``fixture`` block of every result in order (a repeated case's: its runs'), read
         from the stored JSON without building the results: what ``run.fixtures`` sums
@@ -250,6 +332,15 @@ class RunResults(ResultSequence):
 
     def __repr__(self) -> str:
         return f"RunResults({len(self)} results from {self.store.path or 'memory'})"
+
+
+def _copied(data: bytes, indent: int | None) -> str:
+    """A stored text as ``dump_json`` would write it with ``indent`` (None or 2)."""
+    if indent is None:
+        return data.decode("utf-8", "surrogatepass")
+    from .reports.json_report import reindent
+
+    return reindent(data, indent)
 
 
 def case_fixtures(result: CaseResult) -> list[CaseFixture]:

@@ -141,12 +141,13 @@ class RunState:
         read: a case not run, a repeated case whose runs did not all finish (over
         the runs that did) and a kept one are built as they are read.
         """
-        from .run_store import RunResults
+        from .run_store import KEY_BITS, RunResults
 
         store = self.saved
         reason = self.stop_reason or default_reason
         offsets: array[int] = array("q")
         lengths: array[int] = array("q")
+        keys: array[int] = array("q")
         made: dict[int, Callable[[], CaseResult]] = {}
         kept_by_suite: dict[int, list[int]] = {}
         for ks, ki in self.kept:
@@ -162,6 +163,7 @@ class RunState:
                 offset = suite_offsets[index]
                 offsets.append(offset if offset >= 0 else -1)
                 lengths.append(suite_lengths[index])
+                keys.append(s << KEY_BITS | index if offset >= 0 else -1)
                 if offset >= 0:
                     continue
                 held = store.held.get((s, index))
@@ -177,7 +179,7 @@ class RunState:
                     if partial is not None
                     else _not_run_maker(planned.loaded, index, reason)
                 )
-        return RunResults(store, offsets, lengths, made)
+        return RunResults(store, offsets, lengths, made, keys=keys)
 
     def _partial(self, s: int, index: int, planned: PlannedSuite) -> CaseResult | None:
         """A repeated case whose runs did not all finish: the finished ones, else None."""

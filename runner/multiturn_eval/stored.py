@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, overload
 
-from .results import CaseResult
+from .results import CaseResult, CaseTotals
 
 #: one stored result's bytes -> the result
 Parse = Callable[[bytes], CaseResult]
@@ -124,6 +124,11 @@ class ResultSequence(Sequence[CaseResult]):
     def __iter__(self) -> Iterator[CaseResult]:
         for i in range(len(self)):
             yield self._get(i)
+
+    def totals(self) -> Iterator[CaseResult | CaseTotals]:
+        """Each result as the run's summary reads it (:func:`multiturn_eval.rollup.summarize`),
+        in order: the results themselves, unless a subclass reads less of each."""
+        yield from self
 
     def __bool__(self) -> bool:
         return len(self) > 0

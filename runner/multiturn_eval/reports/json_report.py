@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel
 
 from ..results import CaseResult, Report
@@ -56,6 +57,26 @@ def dump_json(model: BaseModel, indent: int | None = None) -> str:
         raise
 
 
+def reindent(text: str | bytes, indent: int) -> str:
+    """Compact JSON text laid out as pydantic's ``model_dump_json(indent=indent)`` lays out
+    the same values: the values as they are (strings, numbers, key order), only the layout
+    changes; a fraction of the cost of validating the model and dumping it again."""
+    return pydantic_core.to_json(pydantic_core.from_json(text), indent=indent).decode("utf-8")
+
+
+def _case_texts(results: Sequence[CaseResult], indent: int | None) -> Iterator[str]:
+    """``dump_json(case, indent)`` of each result in order; a run's stored results
+    (:meth:`multiturn_eval.run_store.RunResults.json_texts`) copy their stored text
+    when it is those bytes."""
+    own = getattr(results, "json_texts", None)
+    if own is not None:
+        texts: Iterator[str] = own(indent)
+        yield from texts
+        return
+    for case in results:
+        yield dump_json(case, indent)
+
+
 def _dump_report(report: Report, indent: int | None) -> str:
     """The report's JSON, each test case dumped on its own (:func:`_report_pieces`)."""
     return "".join(_report_pieces(report, indent))
@@ -85,16 +106,15 @@ def _report_pieces(report: Report, indent: int | None) -> Iterator[str]:
         tail = '"results":[]}'
         assert head.endswith(tail)
         yield head[: -len(tail)] + '"results":['
-        for i, case in enumerate(report.results):
-            yield ("," if i else "") + dump_json(case)
+        for i, text in enumerate(_case_texts(report.results, None)):
+            yield ("," if i else "") + text
         yield "]}"
         return
     pad = " " * indent
     tail = '"results": []\n}'
     assert head.endswith(tail)
     yield head[: -len(tail)] + '"results": [\n'
-    for i, case in enumerate(report.results):
-        text = dump_json(case, indent)
+    for i, text in enumerate(_case_texts(report.results, indent)):
         yield (",\n" if i else "") + pad * 2 + text.replace("\n", "\n" + pad * 2)
     yield f"\n{pad}]\n}}"
 

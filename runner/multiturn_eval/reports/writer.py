@@ -93,7 +93,7 @@ def build_report(
             stop_reason=stop_reason,
             github=github_run(environment),
         ),
-        summary=summarize(results),
+        summary=summarize(results.totals() if isinstance(results, ResultSequence) else results),
         results=[],
     )
     # a run's results are kept as given: read from its store one at a time (issue 23)
