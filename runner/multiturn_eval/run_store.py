@@ -227,16 +227,8 @@ class RunResults(ResultSequence):
             return self._read(index, handle)
 
     def __iter__(self) -> Iterator[CaseResult]:
-        handle: BinaryIO | None = None
-        try:
-            for i in range(len(self)):
-                if handle is None and self.offsets[i] >= 0:
-                    assert self.store.path is not None
-                    handle = self.store.path.open("rb")
-                yield self._read(i, handle)
-        finally:
-            if handle is not None:
-                handle.close()
+        for i, data in self._stored():
+            yield self._made(i) if data is None else _parse(data)
 
     def _stored(self) -> Iterator[tuple[int, bytes | None]]:
         """(position, stored bytes) of every entry in order; None for a made one."""
@@ -310,25 +302,16 @@ class RunResults(ResultSequence):
         """The ``fixture`` block of every result in order (a repeated case's: its runs'), read
         from the stored JSON without building the results: what ``run.fixtures`` sums
         (a whole result costs some ten times more to read as a model)."""
-        handle: BinaryIO | None = None
-        try:
-            for i in range(len(self)):
-                offset = self.offsets[i]
-                if offset < 0:
-                    yield from case_fixtures(self._made(i))
-                    continue
-                if handle is None:
-                    assert self.store.path is not None
-                    handle = self.store.path.open("rb")
-                data = json.loads(read_span(handle, offset, self.lengths[i]))
-                runs = data.get("runs")
-                blocks = [run.get("fixture") for run in runs] if runs else [data.get("fixture")]
-                for block in blocks:
-                    if block is not None:
-                        yield CaseFixture.model_validate(block, context=STORED)
-        finally:
-            if handle is not None:
-                handle.close()
+        for i, stored in self._stored():
+            if stored is None:
+                yield from case_fixtures(self._made(i))
+                continue
+            data = json.loads(stored)
+            runs = data.get("runs")
+            blocks = [run.get("fixture") for run in runs] if runs else [data.get("fixture")]
+            for block in blocks:
+                if block is not None:
+                    yield CaseFixture.model_validate(block, context=STORED)
 
     def __repr__(self) -> str:
         return f"RunResults({len(self)} results from {self.store.path or 'memory'})"
