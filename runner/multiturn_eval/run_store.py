@@ -50,24 +50,13 @@ KEY_BITS = 32
 
 
 def redacted_text(result: CaseResult, redact: Redactor) -> str:
-    """``result``'s JSON (as ``report.json`` holds it) with every secret replaced.
-
-    When a "secret" matched inside JSON syntax, so that the redacted text no
-    longer reads back, the strings of the result are redacted one by one instead.
-    """
+    """``result``'s JSON (as ``report.json`` holds it) with every secret replaced
+    (:func:`multiturn_eval.secrets.redacted_model`: a numeric secret inside a
+    number of a tool's arguments makes that number ``"***"``)."""
     from .reports.json_report import dump_json
-    from .secrets import redact_json
+    from .secrets import redacted_model
 
-    text = dump_json(result)
-    clean = redact(text)
-    if clean == text:
-        return text
-    try:
-        CaseResult.model_validate_json(clean)
-    except ValueError:
-        data = redact_json(json.loads(text), redact)
-        clean = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return clean
+    return redacted_model(CaseResult, dump_json(result), redact)[0]
 
 
 def _parse(data: bytes | str) -> CaseResult:

@@ -33,7 +33,10 @@ import json
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
 
 from .reports.escape import md_text
 
@@ -153,6 +156,26 @@ class Redactor:
             text = self._cut_secrets(text, self._starts)
         return text
 
+    def keeping_numbers(self, text: str) -> str:
+        """``self(text)`` for a report rendered from data that went through
+        :func:`redacted_model`: a match made only of number characters (``12345678``,
+        ``-1.5e3``) is left as it is.
+
+        Such a match can only be one of the runner's own typed numbers there (a
+        duration, a count, a cost: free-form numbers holding a secret are already
+        ``"***"``, and so is every string holding one), and ``***`` in its place
+        would make the file unreadable (``"duration_ms": ***.5``, JUnit
+        ``time="***"``, the HTML report's embedded JSON). A duration or a count
+        whose digits happen to spell a numeric secret is not the secret: it came
+        from the runner's clock or the model's usage.
+        """
+        if self._pattern is None:
+            return text
+        text = self._pattern.sub(_keep_numbers, text)
+        if self._starts is not None and ("…" in text or "..." in text):
+            text = self._cut_secrets(text, self._starts)
+        return text
+
     def _cut_secrets(self, text: str, starts: re.Pattern[str]) -> str:
         """Replace the start of a secret right before a cut mark (``…``, ``...``)."""
         out: list[str] = []
@@ -215,3 +238,120 @@ def redact_json(value: Any, redact: Redactor) -> Any:
     if isinstance(value, list):
         return [redact_json(v, redact) for v in value]
     return value
+
+
+_NUMBER = re.compile(r"[-+.0-9eE]+")
+
+
+def _keep_numbers(match: re.Match[str]) -> str:
+    text = match.group()
+    return text if _NUMBER.fullmatch(text) else REDACTED
+
+
+#: a JSON path: object keys and list indexes, from the top
+JSONPath = tuple[str | int, ...]
+
+
+def redact_values(value: Any, redact: Redactor) -> tuple[Any, dict[JSONPath, Any]]:
+    """``value`` (parsed JSON) redacted structurally, and what was replaced where.
+
+    Strings and object keys are redacted as :func:`redact_json` does; a number
+    whose JSON text holds a secret (an account number or a numeric token in a
+    tool's arguments or result) becomes the string ``"***"``: a number cannot be
+    redacted in part. The second value maps the path of every replaced string or
+    number (keys as they are after redaction) to its original value.
+    """
+    replaced: dict[JSONPath, Any] = {}
+
+    def walk(node: Any, path: JSONPath) -> Any:
+        if isinstance(node, str):
+            clean = redact(node)
+            if clean != node:
+                replaced[path] = node
+            return clean
+        if isinstance(node, bool) or node is None:
+            return node
+        if isinstance(node, int | float):
+            if any(redact(form) != form for form in _number_forms(node)):
+                replaced[path] = node
+                return REDACTED
+            return node
+        if isinstance(node, dict):
+            out = {}
+            for key, item in node.items():
+                clean_key = redact(key)
+                out[clean_key] = walk(item, (*path, clean_key))
+            return out
+        if isinstance(node, list):
+            return [walk(item, (*path, i)) for i, item in enumerate(node)]
+        return node
+
+    return walk(value, ()), replaced
+
+
+def _number_forms(number: int | float) -> set[str]:
+    """The texts a report may write ``number`` as (Python's ``json``: ``1.5e-07``; pydantic's:
+    ``1.5e-7``)."""
+    return {json.dumps(number), to_json(number).decode()}
+
+
+M = TypeVar("M", bound=BaseModel)
+
+#: how many times :func:`redacted_model` puts typed values back and validates again
+_RESTORE_PASSES = 8
+
+
+def redacted_model(model_type: type[M], text: str, redact: Redactor) -> tuple[str, M | None]:
+    """(``text`` with every secret replaced, the ``model_type`` it reads as).
+
+    ``text`` is the JSON of a ``model_type`` (a test case's result, a report's
+    run and summary). ``(text, None)`` when it holds no secret: the common case
+    costs one pass of the pattern, nothing is parsed.
+
+    When the text's redaction still reads as the model, that. When a secret
+    matched inside JSON syntax (a numeric secret inside a number:
+    ``"account": ***``), the parsed value is redacted by :func:`redact_values`
+    instead, and a value the model then refuses is one of its own typed fields
+    (a duration, a count, a score, a literal): that one is put back as it was
+    (see :meth:`Redactor.keeping_numbers` for why that is no leak), while
+    free-form values (tool arguments and results, a metric's details) keep
+    their ``"***"``.
+
+    Should the model still refuse the redacted value (a secret equal to one of
+    the model's own field names), the text is returned unredacted with its model:
+    the output pass over every report file is then the only redaction.
+    """
+    clean = redact(text)
+    if clean == text:
+        return text, None
+    try:
+        return clean, model_type.model_validate_json(clean)
+    except ValueError:
+        pass
+    data, replaced = redact_values(json.loads(text), redact)
+    for _ in range(_RESTORE_PASSES):
+        clean = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return clean, model_type.model_validate_json(clean)
+        except ValidationError as exc:
+            if not _put_back(data, replaced, exc):
+                break
+    return text, model_type.model_validate_json(text)
+
+
+def _put_back(data: Any, replaced: dict[JSONPath, Any], error: ValidationError) -> bool:
+    """Put back the replaced values the model refused; whether there was any."""
+    put = False
+    for detail in error.errors():
+        loc = detail["loc"]
+        for end in range(len(loc), 0, -1):  # a union adds its members' names after the path
+            path = tuple(loc[:end])
+            if path in replaced:
+                *parents, last = path
+                node = data
+                for step in parents:
+                    node = node[step]
+                node[last] = replaced.pop(path)
+                put = True
+                break
+    return put

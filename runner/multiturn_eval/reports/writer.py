@@ -31,7 +31,7 @@ from .._version import __version__
 from ..environment import RunEnvironment
 from ..results import CaseResult, GitHubRun, Report, RunInfo
 from ..rollup import summarize
-from ..secrets import Redactor
+from ..secrets import Redactor, redacted_model
 from ..stored import ResultSequence
 from .json_report import dump_json
 
@@ -145,10 +145,7 @@ def redact_report(report: Report, redact: Redactor) -> Report:
     if not redact.active:
         return report
     shell = report.model_copy(update={"results": []})
-    try:
-        clean = Report.model_validate_json(redact(dump_json(shell)))
-    except ValueError:  # a "secret" that matched inside JSON syntax: rely on output redaction
-        clean = shell
+    clean = redacted_model(Report, dump_json(shell), redact)[1] or shell
     results: Sequence[CaseResult] = report.results
     if getattr(results, "redacted_by", None) is not redact:
         results = RedactedResults(results, redact)
@@ -164,14 +161,7 @@ class RedactedResults(ResultSequence):
         self.redacted_by = redact
 
     def _clean(self, case: CaseResult) -> CaseResult:
-        text = dump_json(case)
-        clean = self.redacted_by(text)
-        if clean == text:
-            return case
-        try:
-            return CaseResult.model_validate_json(clean)
-        except ValueError:  # a "secret" inside JSON syntax: rely on output redaction
-            return case
+        return redacted_model(CaseResult, dump_json(case), self.redacted_by)[1] or case
 
     def __len__(self) -> int:
         return len(self.results)
@@ -195,11 +185,15 @@ def stream_reports(
     ``report.json`` first: it is the one a signal arriving during the writing
     must not cost. Each piece is redacted on its own (a piece never splits a test
     case's text, so never a secret the data held); nothing holds a whole report.
+    That pass leaves the runner's own numbers whole
+    (:meth:`~multiturn_eval.secrets.Redactor.keeping_numbers`): ``***`` in place of
+    a number would make ``report.json``, ``junit.xml``'s ``time`` and the HTML
+    report's embedded JSON unreadable.
     """
     clean = redact_report(report, redact)
     for fmt in sorted(formats, key=lambda f: f != "json"):
         pieces = streamer(fmt)(clean)
-        yield fmt, (map(redact, pieces) if redact.active else pieces)
+        yield fmt, (map(redact.keeping_numbers, pieces) if redact.active else pieces)
 
 
 def render_reports(
@@ -326,7 +320,9 @@ class ProgressWriter:
             if now >= self._next and self.lock.acquire(blocking=False):
                 try:
                     mark = self.disk.journaled
-                    write_atomic(self.path, map(self.redact, streamer("json")(self.snapshot())))
+                    report = redact_report(self.snapshot(), self.redact)
+                    pieces = streamer("json")(report)
+                    write_atomic(self.path, map(self.redact.keeping_numbers, pieces))
                     self.disk.covered(mark)
                 finally:
                     self.lock.release()
