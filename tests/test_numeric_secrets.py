@@ -30,6 +30,7 @@ from multiturn_eval.run import RunOptions, run_suites
 from multiturn_eval.secrets import REDACTED, Redactor, redact_values, redacted_model
 
 from . import agents
+from .case_results import case_result
 
 ROOT = Path(__file__).resolve().parents[1]
 XSD = Path(__file__).parent / "data" / "junit" / "junit-10-with-location.xsd"
@@ -196,29 +197,15 @@ def test_numbers_without_a_secret_and_other_secrets_are_left_alone(
     assert call["args"] == {"a": 1234567, "b": 2.5, "c": True, "d": None}
 
 
+def _case(args: dict[str, Any], turn_ms: float = 0.0) -> CaseResult:
+    turn = {"turn_index": 0, "input": "q", "passed": True, "duration_ms": turn_ms}
+    tools = [{"name": "t", "args": args}]
+    return case_result(duration_ms=12345678.5, turns=[{**turn, "tool_invocations": tools}])
+
+
 def test_redacted_model_has_a_fast_path_and_puts_typed_values_back() -> None:
     redact = Redactor(["12345678"])
-    case = CaseResult.model_validate(
-        {
-            "index": 0,
-            "name": "c",
-            "suite": "s.yaml",
-            "suite_name": "s",
-            "backend": "python",
-            "passed": True,
-            "outcome": "passed",
-            "duration_ms": 12345678.5,
-            "turns": [
-                {
-                    "turn_index": 0,
-                    "input": "q",
-                    "passed": True,
-                    "duration_ms": 912345678.0,
-                    "tool_invocations": [{"name": "t", "args": {"x": 12345678}}],
-                }
-            ],
-        }
-    )
+    case = _case({"x": 12345678}, turn_ms=912345678.0)
     text = case.model_dump_json()
     clean, model = redacted_model(CaseResult, text, redact)
     assert model is not None and model.turns is not None
@@ -244,29 +231,6 @@ def test_redact_values_maps_each_replacement_to_its_original() -> None:
     )
     assert data == {"a": [1, REDACTED, "x***"], "k": True}
     assert replaced == {("a", 1): 12345678, ("a", 2): "x12345678"}
-
-
-def _case(args: dict[str, Any]) -> CaseResult:
-    return CaseResult.model_validate(
-        {
-            "index": 0,
-            "name": "c",
-            "suite": "s.yaml",
-            "suite_name": "s",
-            "backend": "python",
-            "passed": True,
-            "outcome": "passed",
-            "duration_ms": 12345678.5,
-            "turns": [
-                {
-                    "turn_index": 0,
-                    "input": "q",
-                    "passed": True,
-                    "tool_invocations": [{"name": "t", "args": args}],
-                }
-            ],
-        }
-    )
 
 
 @pytest.mark.parametrize("writer", ["final", "snapshot"])

@@ -32,7 +32,7 @@ import html
 import json
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -149,12 +149,7 @@ class Redactor:
         return self if extra <= self.secrets else Redactor(self.secrets | extra)
 
     def __call__(self, text: str) -> str:
-        if self._pattern is None:
-            return text
-        text = self._pattern.sub(REDACTED, text)
-        if self._starts is not None and ("…" in text or "..." in text):
-            text = self._cut_secrets(text, self._starts)
-        return text
+        return self._sub(REDACTED, text)
 
     def keeping_numbers(self, text: str) -> str:
         """``self(text)`` for a report rendered from data that went through
@@ -169,9 +164,12 @@ class Redactor:
         whose digits happen to spell a numeric secret is not the secret: it came
         from the runner's clock or the model's usage.
         """
+        return self._sub(_keep_numbers, text)
+
+    def _sub(self, replace: str | Callable[[re.Match[str]], str], text: str) -> str:
         if self._pattern is None:
             return text
-        text = self._pattern.sub(_keep_numbers, text)
+        text = self._pattern.sub(replace, text)
         if self._starts is not None and ("…" in text or "..." in text):
             text = self._cut_secrets(text, self._starts)
         return text
