@@ -260,3 +260,30 @@ def test_a_numeric_secret_in_the_runs_own_text_is_redacted_in_every_write(
     assert data["run"]["stop_reason"] == "stopped by job ***"
     assert data["results"][0]["duration_ms"] == 12345678.5
     assert data["results"][0]["turns"][0]["tool_invocations"][0]["args"] == {"n": REDACTED}
+
+
+@pytest.mark.parametrize("secret", ["passed", "duration_ms", "tool_invocations", "failed"])
+def test_a_secret_spelling_one_of_the_results_own_names_keeps_the_result_readable(
+    secret: str,
+) -> None:
+    """A (very unlucky) secret equal to a field name or a literal of the result: the model's
+    own names and literals stay, the agent's texts holding it are redacted."""
+    case = case_result(
+        passed=False,
+        turns=[
+            {
+                "turn_index": 0,
+                "input": f"say {secret}",
+                "passed": False,
+                "duration_ms": 1.5,
+                "tool_invocations": [{"name": "t", "args": {secret: 12345678, "x": secret}}],
+            }
+        ],
+    )
+    text = case.model_dump_json()
+    clean, model = redacted_model(CaseResult, text, Redactor([secret, "12345678"]))
+    assert model is not None and model.turns is not None
+    turn = model.turns[0]
+    assert turn.input == "say ***" and turn.duration_ms == 1.5 and model.outcome == "failed"
+    assert turn.tool_invocations[0].args == {REDACTED: REDACTED, "x": REDACTED}
+    assert CaseResult.model_validate_json(clean) == model

@@ -257,7 +257,8 @@ def redact_values(value: Any, redact: Redactor) -> tuple[Any, dict[JSONPath, Any
     whose JSON text holds a secret (an account number or a numeric token in a
     tool's arguments or result) becomes the string ``"***"``: a number cannot be
     redacted in part. The second value maps the path of every replaced string or
-    number (keys as they are after redaction) to its original value.
+    number (keys as they are after redaction) to its original value, and the
+    path of every renamed key to ``Renamed(its original name)``.
     """
     replaced: dict[JSONPath, Any] = {}
 
@@ -278,6 +279,8 @@ def redact_values(value: Any, redact: Redactor) -> tuple[Any, dict[JSONPath, Any
             out = {}
             for key, item in node.items():
                 clean_key = redact(key)
+                if clean_key != key:
+                    replaced[(*path, clean_key)] = Renamed(key)
                 out[clean_key] = walk(item, (*path, clean_key))
             return out
         if isinstance(node, list):
@@ -285,6 +288,12 @@ def redact_values(value: Any, redact: Redactor) -> tuple[Any, dict[JSONPath, Any
         return node
 
     return walk(value, ()), replaced
+
+
+class Renamed(str):
+    """The original name of an object key :func:`redact_values` redacted."""
+
+    __slots__ = ()
 
 
 def _number_forms(number: int | float) -> set[str]:
@@ -315,9 +324,11 @@ def redacted_model(model_type: type[M], text: str, redact: Redactor) -> tuple[st
     free-form values (tool arguments and results, a metric's details) keep
     their ``"***"``.
 
-    Should the model still refuse the redacted value (a secret equal to one of
-    the model's own field names), the text is returned unredacted with its model:
-    the output pass over every report file is then the only redaction.
+    A key the model refuses (a secret spelling one of its own field names, such
+    as ``passed``) gets its name back the same way. Should the model still refuse
+    the value (two keys of one object redacted to the same name), the text is
+    returned unredacted with its model: the output pass over every report file
+    is then the only redaction.
     """
     clean = redact(text)
     if clean == text:
@@ -338,18 +349,31 @@ def redacted_model(model_type: type[M], text: str, redact: Redactor) -> tuple[st
 
 
 def _put_back(data: Any, replaced: dict[JSONPath, Any], error: ValidationError) -> bool:
-    """Put back the replaced values the model refused; whether there was any."""
+    """Put back the replaced values (and key names) the model refused; whether there was any.
+
+    A key the model refuses (``extra_forbidden`` at its redacted name: one of the
+    model's own field names held the secret) gets its name back, and the values
+    recorded under it move with it.
+    """
     put = False
     for detail in error.errors():
         loc = detail["loc"]
         for end in range(len(loc), 0, -1):  # a union adds its members' names after the path
             path = tuple(loc[:end])
-            if path in replaced:
-                *parents, last = path
-                node = data
-                for step in parents:
-                    node = node[step]
-                node[last] = replaced.pop(path)
-                put = True
-                break
+            if path not in replaced:
+                continue
+            *parents, last = path
+            node = data
+            for step in parents:
+                node = node[step]
+            original = replaced.pop(path)
+            if isinstance(original, Renamed):
+                node[str(original)] = node.pop(last)
+                moved = (*parents, str(original))
+                for inner in [p for p in replaced if p[: len(path)] == path]:
+                    replaced[(*moved, *inner[len(path) :])] = replaced.pop(inner)
+            else:
+                node[last] = original
+            put = True
+            break
     return put
