@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from multiturn_eval.errors import McpServerCrashed
+from multiturn_eval.errors import McpServerCrashed, McpServerError
 from tests.backend_harness import CASES, error, reply
 from tests.chat_flavors import FLAVORS, Flavor, FlavorHarness, Turn, U, flavored
 from tests.conftest import Project
@@ -227,6 +227,43 @@ def test_a_case_servers_failure_is_the_sessions_error_with_its_stderr(
         harness.converse(backend, "hello")
     for part in CASE_START_FAILURES[mode]:
         assert part in str(caught.value), str(caught.value)
+    assert harness.requests == []
+
+
+@each
+def test_boolean_property_schemas_are_offered_as_what_they_mean(
+    harness: McpHarness, flavor: Flavor
+) -> None:
+    """JSON Schema's ``true`` (anything) and ``false`` (nothing) as a property's schema:
+    Semantic Kernel crashed on them (``'bool' object has no attribute 'get'``)."""
+    harness.script(flavor.text("ok"))
+    backend = harness.with_servers(server(mode="bool-props"))
+    assert reply(harness.converse(backend, "hi")[0]).response == "ok"
+    properties = offered(flavor, harness.requests[0])["anything"]["properties"]
+    if flavor.prefix:  # Semantic Kernel: the dict forms of the same schemas
+        assert properties == {"q": {}, "never": {"not": {}}}
+    else:
+        assert properties == {"q": True, "never": False}
+
+
+@each
+def test_a_name_too_long_for_the_backends_prefix_is_an_error_naming_it(
+    harness: McpHarness, flavor: Flavor
+) -> None:
+    """Semantic Kernel gives the model ``tools-<name>``: a 60-character name would reach the
+    API as 66 characters, over the 64 OpenAI's and Anthropic's APIs take."""
+    long_name = "get_" + "x" * 53 + "_v2"
+    assert len(long_name) == 60
+    harness.script(flavor.text("ok"))
+    backend = harness.with_servers(server(mode="long-name"))
+    if not flavor.prefix:
+        assert reply(harness.converse(backend, "hi")[0]).response == "ok"
+        assert long_name in offered(flavor, harness.requests[0])
+        return
+    with pytest.raises(McpServerError) as caught:
+        harness.converse(backend, "hi")
+    assert f"Semantic Kernel cannot register tool {long_name!r}" in str(caught.value)
+    assert "66 characters" in str(caught.value) and "at most 58 characters" in str(caught.value)
     assert harness.requests == []
 
 
@@ -529,6 +566,42 @@ def test_validate_mcp_reports_a_server_that_does_not_start(project: Project) -> 
         result.err,
     ), result.err
     assert "warming up a cache that never finishes" in result.err
+
+
+@pytest.mark.parametrize("command", ["run", "validate --mcp"])
+@pytest.mark.parametrize("actions", [False, True], ids=["terminal", "github-actions"])
+def test_a_start_error_quoting_the_servers_stderr_is_redacted_and_inert(
+    project: Project, command: str, actions: bool
+) -> None:
+    """A server that prints its token (from its ``env``), ANSI escapes and a workflow command
+    to stderr, then exits: the configuration error holds none of them live."""
+    token = "tok-s3cr3t-value-xyz"
+    project.env.update({"ANTHROPIC_API_KEY": "sk-ant-validate-0123456789", "BILLING_DSN": token})
+    if actions:
+        project.env["GITHUB_ACTIONS"] = "true"
+    scope = "run" if command == "run" else "case"
+    entry = server(mode="leaky-exit", scope=scope, env={"BILLING_TOKEN": "${BILLING_DSN}"})
+    project.write(
+        "suite.yaml",
+        "agent:\n  backend: anthropic\n  model: claude-haiku-4-5\n"
+        + servers(entry)
+        + "test_cases:\n  - input: x\n",
+    )
+    result = project.run(*command.split(), "suite.yaml")
+    assert result.code == 2, result.out + result.err
+    assert "toolbox: connecting with token ***" in result.err
+    assert token not in result.err + result.out
+    assert "\x1b" not in result.err and "\x07" not in result.err
+    assert "toolbox: red alert" in result.err
+    lines = result.err.splitlines()
+    command_at = next(i for i, line in enumerate(lines) if "::error file=README.md" in line)
+    if actions:  # between ::stop-commands::TOKEN and ::TOKEN::
+        opened = [i for i, line in enumerate(lines) if line.startswith("::stop-commands::")]
+        assert len(opened) == 1 and opened[0] < command_at
+        stop = lines[opened[0]].removeprefix("::stop-commands::")
+        assert lines.index(f"::{stop}::") > command_at
+    else:
+        assert not any(line.startswith("::stop-commands::") for line in lines)
 
 
 # ------------------------------------------------------------------------ the loader

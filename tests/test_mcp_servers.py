@@ -429,6 +429,56 @@ def test_an_input_schema_that_is_not_json_schema_names_server_and_tool() -> None
     assert "not a valid JSON Schema: at properties/n/type" in message
 
 
+def test_a_schema_jsonschema_cannot_read_is_an_error_naming_the_tool_and_no_server_is_left(
+    tmp_path: Path,
+) -> None:
+    """A ``$schema`` that is not a string (``["draft-07"]``) made jsonschema's own look-up
+    raise TypeError: an internal error (exit 3), the server left running until exit."""
+    pid_file = tmp_path / "pid"
+    config = stdio(
+        "weird", mode="odd-dialect", scope="run", env={"TOOLBOX_PID_FILE": str(pid_file)}
+    )
+
+    async def go() -> None:
+        await McpServers([config], env=RUN_ENV).start(ToolSet())
+
+    with pytest.raises(McpServerError) as caught:
+        run(go())
+    assert caught.value.tool == "odd"
+    assert "MCP server 'weird'" in str(caught.value) and "its tool 'odd'" in str(caught.value)
+    assert "not a valid JSON Schema: at $schema: list ['draft-07'] is not a URI" in str(
+        caught.value
+    )
+    assert wait_gone([int(pid_file.read_text())]) == []
+
+
+@pytest.mark.parametrize(
+    ("tools", "offered"),
+    [
+        pytest.param(None, None, id="everything"),
+        pytest.param(("search",), None, id="the-twice-listed-one"),
+        pytest.param(("echo",), ["echo"], id="the-others"),
+    ],
+)
+def test_a_tool_listed_twice_is_an_error_only_when_it_is_offered(
+    tools: tuple[str, ...] | None, offered: list[str] | None
+) -> None:
+    """A gateway may list a tool twice: the allow-list can leave it out, as it can a tool
+    with a bad schema or name."""
+
+    async def go() -> list[str]:
+        servers = McpServers([stdio("gw", mode="twice", scope="run", tools=tools)], env=RUN_ENV)
+        toolset = await servers.start(ToolSet())
+        await servers.aclose()
+        return [t.name for t in toolset]
+
+    if offered is not None:
+        assert run(go()) == offered
+        return
+    with pytest.raises(McpServerError, match=r"its tool 'search' lists two tools with this name"):
+        run(go())
+
+
 def test_a_tool_list_in_pages_is_read_whole_and_an_endless_one_is_an_error() -> None:
     async def go(mode: str) -> tuple[list[str], str]:
         servers = McpServers([stdio(mode=mode, scope="run")], env=RUN_ENV)

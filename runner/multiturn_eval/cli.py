@@ -340,11 +340,29 @@ def baseline_options(path: str | None, fail_on: str) -> tuple[dict[str, Any], li
     return fields, notices
 
 
-def _print_config_error(exc: ConfigError, stream: TextIO) -> None:
+def _print_config_error(exc: ConfigError, stream: TextIO, environment: RunEnvironment) -> None:
+    """The issues, one after another, redacted and cleaned of control characters.
+
+    An issue may quote what a user's program printed (an MCP server's last
+    stderr lines), one line of it each: under GitHub Actions the issues are
+    printed between ``::stop-commands::`` lines, so no such line is read as a
+    workflow command.
+    """
+    import secrets as tokens
+
+    from .reports.escape import strip_control
+    from .secrets import Redactor, secrets_in
+
+    redact = Redactor(secrets_in(environment.variables))
     count = len(exc.issues)
     stream.write(f"multiturn-eval: configuration error{'s' if count != 1 else ''} ({count}):\n")
+    token = tokens.token_hex(16) if environment.github.actions else None
+    if token is not None:
+        stream.write(f"::stop-commands::{token}\n")
     for issue in exc.issues:
-        stream.write(f"  {issue}\n")
+        stream.write(f"  {strip_control(redact(str(issue)))}\n")
+    if token is not None:
+        stream.write(f"::{token}::\n")
 
 
 # ---------------------------------------------------------------------------- commands
@@ -558,7 +576,7 @@ def main(
             return _unless_interrupted(code, guard)
         return cmd_run(args, environment, out, guard)
     except ConfigError as exc:
-        _print_config_error(exc, sys.stderr)
+        _print_config_error(exc, sys.stderr, environment)
         return EXIT_CONFIG
     except Interrupted as exc:
         sys.stderr.write(f"multiturn-eval: {exc}\n")

@@ -179,6 +179,12 @@ def main() -> None:
     if args.mode == "exit-at-start":
         sys.stderr.write("toolbox: fatal: BILLING_DB is not set\n")
         sys.exit(1)
+    if args.mode == "leaky-exit":  # its token, escapes and a workflow command, then exit
+        token = os.environ.get("BILLING_TOKEN", "")
+        sys.stderr.write(f"toolbox: connecting with token {token}\n")
+        sys.stderr.write("\x1b[2J\x1b[31mtoolbox: red alert\x1b[0m\x07\n")
+        sys.stderr.write("::error file=README.md,line=1::from the server's stderr\n")
+        sys.exit(1)
     if args.mode in ("paged", "endless-pages"):
         import mcp.types as types
 
@@ -188,6 +194,21 @@ def main() -> None:
         ]
         server = lowlevel_server(many, page_size=3, endless=args.mode == "endless-pages")
         asyncio.run(run_lowlevel(server))
+        return
+    if args.mode in ("bool-props", "odd-dialect", "twice", "long-name"):
+        import mcp.types as types
+
+        def tool(name: str, **schema: Any) -> Any:
+            return types.Tool(name=name, description=name, inputSchema={"type": "object", **schema})
+
+        listed = {
+            # JSON Schema's true (anything) and false (nothing) as property schemas
+            "bool-props": [tool("anything", properties={"q": True, "never": False})],
+            "odd-dialect": [tool("echo"), tool("odd", **{"$schema": ["draft-07"]})],
+            "twice": [tool("search"), tool("search"), tool("echo")],  # a gateway's listing
+            "long-name": [tool("echo"), tool("get_" + "x" * 53 + "_v2")],  # 60 characters
+        }[args.mode]
+        asyncio.run(run_lowlevel(lowlevel_server(listed)))
         return
     if args.mode in ("bad-schema", "clash", "dotted"):
         import mcp.types as types

@@ -158,6 +158,8 @@ if TYPE_CHECKING:
 
 #: the plugin the suite's tools are registered in (the model sees ``tools-<name>``)
 PLUGIN = "tools"
+#: the longest tool name OpenAI's and Anthropic's APIs take (``tools[].function.name``, ``tools[].name``)
+MAX_FUNCTION_NAME = 64
 #: the agent's name (sent as the ``name`` of its messages)
 AGENT_NAME = "assistant"
 #: how messages name each service
@@ -474,6 +476,14 @@ class _SuiteTool(KernelFunction):
         raise NotImplementedError("suite tools are not streamed")
 
 
+def _property_schema(prop: Any) -> dict[str, Any]:
+    """A property's schema as a dict: JSON Schema's ``true`` (anything) is ``{}``, ``false``
+    (nothing) ``{"not": {}}`` (an MCP server may list either)."""
+    if isinstance(prop, dict):
+        return prop
+    return {} if prop is True else {"not": {}}
+
+
 def _suite_function(tool: Tool, toolset: ToolSet) -> _SuiteTool:
     schema = dict(tool.parameters)
     required = set(schema.get("required") or ())
@@ -485,7 +495,10 @@ def _suite_function(tool: Tool, toolset: ToolSet) -> _SuiteTool:
             schema_data=dict(prop),
             type_=str(prop.get("type", "object")),
         )
-        for name, prop in (schema.get("properties") or {}).items()
+        for name, prop in (
+            (name, _property_schema(prop))
+            for name, prop in (schema.get("properties") or {}).items()
+        )
     ]
     metadata = KernelFunctionMetadata(
         name=tool.name,
@@ -722,6 +735,16 @@ class SemanticKernelBackend(ModelBackend):
             return kernel
         functions = []
         for tool in toolset:
+            sent = f"{PLUGIN}-{tool.name}"
+            if len(sent) > MAX_FUNCTION_NAME:
+                raise self._unregistered(
+                    tool,
+                    f"the model would be given it as {sent!r}, {len(sent)} characters (Semantic "
+                    f"Kernel puts its plugin's name '{PLUGIN}-' before it), over the "
+                    f"{MAX_FUNCTION_NAME} that OpenAI's and Anthropic's APIs take: a tool's name "
+                    "can be "
+                    f"at most {MAX_FUNCTION_NAME - len(PLUGIN) - 1} characters on this backend",
+                )
             try:
                 functions.append(_suite_function(tool, toolset))
             except ValidationError as exc:

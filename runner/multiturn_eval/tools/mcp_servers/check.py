@@ -254,7 +254,18 @@ async def check_suite(loaded: LoadedSuite, env: Mapping[str, str]) -> McpCheck:
 
 
 def server_issues(loaded: LoadedSuite, error: McpServerError) -> list[ConfigIssue]:
-    """An MCP server's failure as configuration issues, each at ``agent.mcp_servers[i]``."""
+    """An MCP server's failure as configuration issues, each at ``agent.mcp_servers[i]``.
+
+    The message quotes the server (its stderr, its URL): the suite's secrets (the
+    servers' ``env`` and ``headers`` values, ``${VAR}`` keys) are redacted from it and
+    control characters and ANSI escapes removed here, so that every printer of a
+    configuration error (the console, the Action's log, annotations, the comment)
+    gets it clean.
+    """
+    from ...reports.escape import strip_control
+    from ...secrets import Redactor
+
+    redact = Redactor(loaded.secrets)
     issues = []
     for each in error.errors:
         path: tuple[str | int, ...] = ("agent", "mcp_servers")
@@ -263,7 +274,10 @@ def server_issues(loaded: LoadedSuite, error: McpServerError) -> list[ConfigIssu
             path, field = (*path, each.index), f"{field}[{each.index}]"
         issues.append(
             ConfigIssue(
-                str(each), file=loaded.display_path, line=loaded.document.line_of(path), field=field
+                strip_control(redact(str(each))),
+                file=loaded.display_path,
+                line=loaded.document.line_of(path),
+                field=field,
             )
         )
     return issues

@@ -88,11 +88,15 @@ def offered_tools(server: McpServer) -> list[McpTool]:
     """The listed tools of a started ``server`` that the model is offered (allow-list applied)."""
     config = server.config
     listed: dict[str, mcp.types.Tool] = {}
+    twice: set[str] = set()
     for tool in server.tools:
         if tool.name in listed:
-            raise _error(config, tool.name, "lists two tools with this name")
-        listed[tool.name] = tool
+            twice.add(tool.name)
+        listed.setdefault(tool.name, tool)
     names = list(listed) if config.tools is None else list(config.tools)
+    for name in names:  # a tool the allow-list leaves out may be listed twice (a gateway's)
+        if name in twice:
+            raise _error(config, name, "lists two tools with this name")
     missing = [name for name in names if name not in listed]
     if missing:
         offers = ", ".join(repr(n) for n in listed) or "no tools"
@@ -123,6 +127,14 @@ def _tool(server: McpServer, listed: mcp.types.Tool) -> McpTool:
         raise _error(
             config, listed.name, "has an inputSchema that is not a JSON Schema of an object"
         )
+    dialect = schema.get("$schema")
+    if dialect is not None and not isinstance(dialect, str):
+        raise _error(
+            config,
+            listed.name,
+            "has an inputSchema that is not a valid JSON Schema: at $schema: "
+            f"{type(dialect).__name__} {_short(dialect)} is not a URI",
+        )
     try:
         validators.validator_for(schema).check_schema(schema)
     except SchemaError as exc:
@@ -132,12 +144,23 @@ def _tool(server: McpServer, listed: mcp.types.Tool) -> McpTool:
             listed.name,
             f"has an inputSchema that is not a valid JSON Schema: at {where}: {exc.message}",
         ) from None
+    except (RecursionError, TypeError, ValueError, AttributeError, LookupError) as exc:
+        raise _error(  # jsonschema's own checks tripping over a schema (too deep, odd types)
+            config,
+            listed.name,
+            f"has an inputSchema jsonschema cannot check: {type(exc).__name__}: {_short(exc)}",
+        ) from None
     return McpTool(
         name=listed.name,
         description=(listed.description or getattr(listed, "title", None) or "").strip(),
         parameters=copy.deepcopy(schema),
         handle=server,
     )
+
+
+def _short(value: object, limit: int = 120) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _error(config: McpServerConfig, tool: str, what: str) -> McpServerError:
@@ -289,7 +312,7 @@ class McpServers:
         await _start_all(servers)
         try:
             self._toolset = with_server_tools(base, servers)
-        except McpServerError:
+        except BaseException:  # whatever went wrong, no server is left running
             await close_all(servers)
             raise
         self._run_servers = servers
