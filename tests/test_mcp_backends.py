@@ -604,6 +604,34 @@ def test_a_start_error_quoting_the_servers_stderr_is_redacted_and_inert(
         assert not any(line.startswith("::stop-commands::") for line in lines)
 
 
+@pytest.mark.parametrize(
+    ("scope", "session_timeout", "warned"),
+    [("case", 3, True), ("case", 10, False), ("run", 3, False)],
+)
+def test_a_case_servers_startup_timeout_past_the_session_timeout_is_a_warning(
+    project: Project, scope: str, session_timeout: int, warned: bool
+) -> None:
+    """A ``scope: case`` server starts within its case's ``session_timeout``: a longer
+    ``startup_timeout`` would be cut short (the case then says only "session_timeout")."""
+    project.env["ANTHROPIC_API_KEY"] = "sk-ant-validate-0123456789"
+    project.write(
+        "suite.yaml",
+        "agent:\n  backend: anthropic\n  model: claude-haiku-4-5\n"
+        + servers(server(scope=scope, startup_timeout=10))
+        + "test_cases:\n  - input: x\n",
+    )
+    result = project.run(
+        "run", "suite.yaml", "--dry-run", "--session-timeout", str(session_timeout)
+    )
+    assert result.code == 0, result.out + result.err
+    warning = (
+        "warning: suite.yaml: MCP server 'billing' has startup_timeout 10 s, but a scope: case "
+        "server starts within its case's session_timeout (3 s): raise session_timeout to at "
+        "least 10 s, or use scope: run"
+    )
+    assert (warning in result.out + result.err) is warned, result.out + result.err
+
+
 # ------------------------------------------------------------------------ the loader
 
 

@@ -524,6 +524,8 @@ class _Pipeline:
             raise ConfigError(unpriced)
         if plan and spend_warnings:
             plan[0].loaded.warnings.extend(spend_warnings)
+        for planned in plan:
+            planned.loaded.warnings.extend(_startup_cut_short(planned))
         return plan
 
     def open_fixtures(self, plan: Sequence[PlannedSuite]) -> None:
@@ -966,6 +968,23 @@ def _interrupted_early(pipeline: _Pipeline) -> RunOutcome:
         write_error=write_error,
         markdown=pipeline.markdown,
     )
+
+
+def _startup_cut_short(planned: PlannedSuite) -> list[str]:
+    """A ``scope: case`` server starts as its case's session opens, within
+    ``session_timeout``: a longer ``startup_timeout`` is cut short, and the case's error
+    would then say only that the session timed out."""
+    session = planned.settings.session_timeout
+    out = []
+    for spec in getattr(planned.loaded.suite.agent, "mcp_servers", None) or ():
+        if spec.scope == "case" and spec.startup_timeout > session:
+            out.append(
+                f"{planned.loaded.display_path}: MCP server {spec.name!r} has startup_timeout "
+                f"{spec.startup_timeout:g} s, but a scope: case server starts within its "
+                f"case's session_timeout ({session:g} s): raise session_timeout to at least "
+                f"{spec.startup_timeout:g} s, or use scope: run"
+            )
+    return out
 
 
 def _finish(
