@@ -107,11 +107,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_toolbox() -> Iterator[str]:
-    """The toolbox over streamable HTTP on 127.0.0.1; its URL."""
+def http_toolbox(*server: str) -> Iterator[str]:
+    """The toolbox (or the ``server`` script and arguments) over streamable HTTP on
+    127.0.0.1; its URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(TOOLBOX), "--http", str(port)],
+        [sys.executable, *(server or (str(TOOLBOX),)), "--http", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -477,6 +478,68 @@ def test_a_tool_listed_twice_is_an_error_only_when_it_is_offered(
         return
     with pytest.raises(McpServerError, match=r"its tool 'search' lists two tools with this name"):
         run(go())
+
+
+RAW = ROOT / "tests" / "mcp_servers" / "raw_replies.py"
+
+
+def call_city(config: McpServerConfig) -> tuple[str, bool]:
+    """What a call of the raw server's ``city`` tool gives (content, is_error)."""
+
+    async def go() -> tuple[str, bool]:
+        servers = McpServers([config], env=RUN_ENV)
+        toolset = await servers.start(ToolSet())
+        try:
+            outcome = await toolset.call("city", {})
+            return outcome.content, outcome.is_error
+        finally:
+            await servers.aclose()
+
+    return run(go())
+
+
+def raw(mode: str) -> McpServerConfig:
+    # a call_timeout far past the test's time: a reply left waiting would show as its message
+    args = (str(RAW), mode)
+    return McpServerConfig(
+        name="raw", command=sys.executable, args=args, scope="run", call_timeout=600
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "content"),
+    [
+        pytest.param("latin1", "Malm\ufffd", id="a-byte-not-utf-8"),
+        pytest.param("surrogate", "Great \ufffd", id="a-lone-surrogate-escape"),
+        pytest.param("log-line", "Oslo", id="a-log-line-before-the-answer"),
+    ],
+)
+def test_a_reply_the_sdks_parser_refuses_is_read_as_json_reads_it(mode: str, content: str) -> None:
+    """The SDK's parser refused these and the call waited for its timeout: the answer had
+    come, and was dropped."""
+    assert call_city(raw(mode)) == (content, False)
+
+
+def test_an_answer_that_is_not_json_rpc_fails_its_call_at_once_saying_so() -> None:
+    content, is_error = call_city(raw("bad-error"))
+    assert is_error
+    assert content == (
+        "Error: the MCP server 'raw' failed: its reply is not a JSON-RPC message the runner "
+        "can read (error: Input should be a valid dictionary or instance of ErrorData)"
+    ), content
+    assert "did not answer" not in content
+
+
+def test_an_http_answer_that_is_not_json_or_an_event_stream_fails_its_call_at_once() -> None:
+    """A proxy's ``200 text/html`` error page: the SDK only logged it."""
+    with http_toolbox(str(RAW), "html") as url:
+        config = McpServerConfig(name="gw", url=url, scope="run", call_timeout=600)
+        with pytest.raises(McpServerCrashed) as caught:
+            call_city(config)
+    assert (
+        "lost its connection (ValueError: it answered with status 200 and content type "
+        "text/html, neither JSON nor an event stream) during the call to 'city'"
+    ) in str(caught.value)
 
 
 def test_a_tool_list_in_pages_is_read_whole_and_an_endless_one_is_an_error() -> None:

@@ -46,7 +46,7 @@ from ..._version import __version__
 from ...errors import McpServerCrashed, McpServerError
 from ...retry import current_deadline
 from .config import McpServerConfig
-from .stdio import CLOSE_GRACE, StdioProcess, exception_text, first_leaf
+from .stdio import CLOSE_GRACE, UNREADABLE, StdioProcess, exception_text, first_leaf
 
 #: the most pages of ``tools/list`` followed (a server whose cursor never ends)
 MAX_TOOL_PAGES = 100
@@ -515,6 +515,22 @@ def _watched_transport(httpx: Any, on_broken: Callable[[BaseException], None]) -
                 raise
             if not post:
                 return response
+            kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            if (
+                200 <= response.status_code < 300
+                and response.status_code != 202
+                and kind
+                not in (
+                    "application/json",
+                    "text/event-stream",
+                )
+            ):  # a proxy's error page: the SDK only logs it, and the request would wait
+                on_broken(
+                    ValueError(
+                        f"it answered with status {response.status_code} and content type "
+                        f"{kind or '(none)'}, neither JSON nor an event stream"
+                    )
+                )
             return httpx.Response(
                 response.status_code,
                 headers=response.headers,
@@ -538,6 +554,8 @@ def _connection_lost(exc: BaseException) -> bool:
 
 def _error_text(exc: BaseException) -> str:
     if isinstance(exc, McpError):
+        if exc.error.data == UNREADABLE:  # the runner's words, not the server's
+            return exc.error.message
         return f"MCP error {exc.error.code}: {exc.error.message}"
     if isinstance(exc, ValidationError):
         first = exc.errors(include_url=False)[0]

@@ -34,7 +34,9 @@ import collections
 import contextlib
 import ctypes
 import ctypes.util
+import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Mapping
@@ -247,12 +249,7 @@ class StdioProcess:
                         return
                     if not line.strip():
                         continue
-                    message: SessionMessage | Exception
-                    try:
-                        message = SessionMessage(types.JSONRPCMessage.model_validate_json(line))
-                    except Exception as exc:  # not JSON-RPC: the session is told, as the SDK does
-                        message = exc
-                    await self._read_send.send(message)
+                    await self._read_send.send(read_message(line))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return
 
@@ -326,6 +323,82 @@ def first_leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+#: the ``data`` of the JSON-RPC error that stands in for a reply the runner could not read
+UNREADABLE = {"multiturn_eval": "unreadable reply"}
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def read_message(line: bytes) -> SessionMessage | Exception:
+    """One line of a stdio server's stdout as the session's next message.
+
+    pydantic's JSON parser refuses some replies Python's own reads: a byte that is
+    not UTF-8 (a server writing Latin-1), a lone surrogate escape (``"\\ud83d"``: a
+    Node.js server cutting a string in the middle of an emoji), JSON nested deeper
+    than its limit (a tool's schema). Those are read with ``json`` instead, the
+    bad byte or surrogate becoming U+FFFD. A line that still is not a JSON-RPC
+    message but answers a request (it has an ``id`` and a ``result`` or ``error``)
+    becomes a JSON-RPC error for that request, saying why (:data:`UNREADABLE`): the
+    call fails at once with that reason, instead of waiting for an answer that
+    came. Any other line (a log line printed to stdout) goes to the session as an
+    exception, which the SDK logs and skips.
+    """
+    try:
+        return SessionMessage(types.JSONRPCMessage.model_validate_json(line))
+    except Exception as exc:
+        first = exc
+    try:
+        data = json.loads(line.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return first
+    data = _without_lone_surrogates(data)
+    try:
+        return SessionMessage(types.JSONRPCMessage.model_validate(data))
+    except Exception as exc:
+        why = exc
+    if not isinstance(data, dict) or ("result" not in data and "error" not in data):
+        return why
+    ident = data.get("id")
+    if isinstance(ident, bool) or not isinstance(ident, int | str):
+        return why
+    reason = _shape_problem(why, "JSONRPCError" if "error" in data else "JSONRPCResponse")
+    error = types.JSONRPCError(
+        jsonrpc="2.0",
+        id=ident,
+        error=types.ErrorData(
+            code=types.INVALID_REQUEST,
+            message=f"its reply is not a JSON-RPC message the runner can read ({reason})",
+            data=UNREADABLE,
+        ),
+    )
+    return SessionMessage(types.JSONRPCMessage(error))
+
+
+def _shape_problem(exc: Exception, member: str) -> str:
+    """``error: Input should be a valid dictionary``: what is wrong with the reply, as the
+    JSON-RPC message it tried to be (``member``) sees it."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False)
+        chosen = next(
+            (e for e in errors if e["loc"][:1] == (member,)), errors[0] if errors else None
+        )
+        if chosen is not None:
+            loc = [str(part) for part in chosen["loc"] if part != member]
+            return f"{'.'.join(loc) or '(the message)'}: {chosen['msg']}"[:300]
+    return exception_text(exc).splitlines()[0][:300]
+
+
+def _without_lone_surrogates(value: object) -> object:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    return value
 
 
 def exception_text(exc: BaseException) -> str:
