@@ -316,22 +316,21 @@ class StdioProcess:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _reap(self) -> None:
-        """After the SIGKILL: wait (at most :data:`REAP_WAIT`, even when cancelled) for the
-        exit, then close the transport. Left to a closed loop, the child watcher would log
-        "Loop ... that handles pid N is closed" and the transport's ``__del__`` raise
-        "Event loop is closed"."""
+        """After the SIGKILL: wait (at most :data:`REAP_WAIT`, even when cancelled) until the
+        exit is seen, then close the transport. Left to a closed loop, the child watcher
+        logs "Loop ... that handles pid N is closed" and the transport's ``__del__`` raises
+        "Event loop is closed". The exit status is polled (the wait task may be cancelled
+        by the run's end, and ``exited`` set by that)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + REAP_WAIT
-        waiter = asyncio.ensure_future(self.exited.wait())
         cancelled = False
         try:
-            while not waiter.done() and (left := deadline - loop.time()) > 0:
+            while self.process.returncode is None and loop.time() < deadline:
                 try:
-                    await asyncio.wait({waiter}, timeout=left)
+                    await asyncio.sleep(0.01)
                 except asyncio.CancelledError:  # bounded: the wait goes on, the cancel after
                     cancelled = True
         finally:
-            waiter.cancel()
             wait_task = self._tasks[-1]
             if not wait_task.done():
                 wait_task.cancel()
