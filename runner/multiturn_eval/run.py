@@ -1029,6 +1029,11 @@ def _finish(
         from .spend import cap_notice
 
         spend_notice = cap_notice(state.capped, state.spent, state.not_started)
+    if pipeline.console is None and not report.run.complete:
+        # stopped before the console started (a signal while the scope: run MCP servers
+        # started): it is shown now, so the stop reason and the reports written are printed
+        with contextlib.suppress(Interrupted):
+            pipeline.start_console(state.plan, warnings)
     if pipeline.console is not None:
         with contextlib.suppress(Interrupted):
             if write_error is not None:

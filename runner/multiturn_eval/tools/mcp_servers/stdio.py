@@ -60,6 +60,8 @@ STDERR_LINE_CHARS = 500
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: after closing stdin, how long a server has to exit before SIGTERM (then as long before SIGKILL)
 CLOSE_GRACE = 1.0
+#: after the group's SIGKILL, how long the exit is waited for (also when the run is interrupted)
+REAP_WAIT = 0.2
 
 #: process groups of the servers now running (killed at exit, whatever happens)
 _LIVE: set[int] = set()
@@ -302,12 +304,39 @@ class StdioProcess:
             self.kill_now()  # the grandchildren too, and the server if it ignored SIGTERM
             self._read_send.close()
             self.write_stream.close()
-            for task in self._tasks:
+            for task in self._tasks[:-1]:  # not the wait task: the exit is seen below
                 if not task.done():
                     task.cancel()
+            await self._reap()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
                 await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _reap(self) -> None:
+        """After the SIGKILL: wait (at most :data:`REAP_WAIT`, even when cancelled) until the
+        exit is seen, then close the transport. Left to a closed loop, the child watcher
+        logs "Loop ... that handles pid N is closed" and the transport's ``__del__`` raises
+        "Event loop is closed". The exit status is polled (the wait task may be cancelled
+        by the run's end, and ``exited`` set by that)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + REAP_WAIT
+        cancelled = False
+        try:
+            while self.process.returncode is None and loop.time() < deadline:
+                try:
+                    await asyncio.sleep(0.01)
+                except asyncio.CancelledError:  # bounded: the wait goes on, the cancel after
+                    cancelled = True
+        finally:
+            wait_task = self._tasks[-1]
+            if not wait_task.done():
+                wait_task.cancel()
+            transport = getattr(self.process, "_transport", None)
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    transport.close()
+        if cancelled:
+            raise asyncio.CancelledError
 
     async def _exits_within(self, seconds: float) -> bool:
         if seconds <= 0:
