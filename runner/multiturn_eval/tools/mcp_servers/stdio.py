@@ -21,7 +21,8 @@ as the MCP stdio transport says):
   server's stdin, wait up to ``grace``, then ``SIGTERM`` to the group, then
   ``SIGKILL``; the group gets a last ``SIGKILL`` even when the server exited on
   its own, so no grandchild outlives it. Cancelled mid-way (an interrupted run),
-  the group is killed at once, synchronously. Every group still alive when the
+  the group is killed at once, synchronously, and its exit waited for up to
+  :data:`REAP_WAIT` (so the loop sees it before it closes). Every group still alive when the
   interpreter exits is killed too (:func:`kill_all`, an ``atexit`` hook, also
   called before the second-signal ``os._exit``).
 """
