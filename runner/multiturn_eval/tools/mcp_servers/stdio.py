@@ -379,10 +379,9 @@ def read_message(line: bytes) -> SessionMessage | Exception:
     except Exception as exc:
         first = exc
     try:
-        data = json.loads(line.decode("utf-8", "replace"))
-    except (ValueError, RecursionError):
+        data = _without_lone_surrogates(json.loads(line.decode("utf-8", "replace")))
+    except (ValueError, RecursionError):  # not JSON (a log line), or too deep even for json
         return first
-    data = _without_lone_surrogates(data)
     try:
         return SessionMessage(types.JSONRPCMessage.model_validate(data))
     except Exception as exc:
