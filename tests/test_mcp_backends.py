@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -705,6 +706,14 @@ def test_mcp_servers_are_not_a_key_of_the_python_and_http_backends(project: Proj
 # ----------------------------------------------------------------- signals, by PID
 
 
+def written_pid(pid_file: Path, seconds: float = 120.0) -> int:
+    """The pid a test server wrote to ``pid_file`` once it started (bounded polling)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not (pid_file.exists() and pid_file.read_text()):
+        time.sleep(0.05)
+    return int(pid_file.read_text())
+
+
 def cli_process(flavor: Flavor, fake: Any, cwd: Path, *args: str) -> subprocess.Popen[str]:
     """The real CLI in a process of its own, talking to ``fake`` (stdout, stderr piped)."""
     env = {**os.environ, **flavor.env(fake), "PYTHONPATH": str(Path(__file__).parents[1])}
@@ -733,7 +742,6 @@ def test_no_server_process_outlives_a_signal_to_the_cli(
     signal it exits 3 with its reports, and not one of those processes is left."""
     import signal
     import threading
-    import time
 
     seen: dict[str, list[int]] = {"run": [], "case": [], "children": []}
     hung = threading.Semaphore(0)
@@ -796,7 +804,6 @@ def test_no_server_process_outlives_a_signal_while_it_starts(
     (the run's, before any agent call; a case's; ``validate --mcp``'s): it exits 3 and the
     server's process is gone."""
     import signal
-    import time
 
     flavor = FLAVORS[0]
     pid_file = tmp_path / "server.pid"
@@ -808,11 +815,7 @@ def test_no_server_process_outlives_a_signal_while_it_starts(
     options = ["-o", "out"] if command == "run" else ["--mcp"]
     with flavor.server() as fake:
         with cli_process(flavor, fake, tmp_path, command, str(suite), *options) as cli:
-            for _ in range(1200):  # the server has started and waits for ever
-                if pid_file.exists() and pid_file.read_text():
-                    break
-                time.sleep(0.1)
-            pid = int(pid_file.read_text())
+            pid = written_pid(pid_file)  # the server has started and waits for ever
             time.sleep(0.5)  # initialize sent, unanswered
             cli.send_signal(getattr(signal, signame))
             out, err = cli.communicate(timeout=120)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.chat_flavors import FLAVORS, Turn, U
-from tests.test_mcp_backends import cli_process, servers
+from tests.test_mcp_backends import cli_process, servers, written_pid
 from tests.test_mcp_servers import wait_gone
 
 BARE = Path(__file__).resolve().parent / "mcp_servers" / "bare.py"
@@ -58,11 +58,7 @@ def test_a_signal_while_the_runs_server_starts_prints_the_stop_and_the_reports(
     (tmp_path / "suite.yaml").write_text(suite(entry, 1))
     with FLAVOR.server() as fake:
         with cli_process(FLAVOR, fake, tmp_path, "run", "suite.yaml", "-o", "out") as cli:
-            for _ in range(600):
-                if pid_file.exists() and pid_file.read_text():
-                    break
-                time.sleep(0.05)
-            pid = int(pid_file.read_text())
+            pid = written_pid(pid_file)
             time.sleep(0.3)  # initialize sent, unanswered
             cli.send_signal(getattr(signal, signame))
             out, err = cli.communicate(timeout=60)
