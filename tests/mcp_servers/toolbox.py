@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ACCOUNTS = {"A-1": 120.5, "A-2": 0.0, "A-3": 9876.25}
-_counts: dict[int, int] = {}
+_counts: dict[object, int] = {}  # MCP session -> calls of increment (sessions kept: a test server)
 
 
 def normal_server(port: int | None) -> Any:
@@ -46,9 +46,10 @@ def normal_server(port: int | None) -> Any:
     @server.tool()
     def increment(ctx: Context) -> int:  # type: ignore[type-arg]
         """Count calls: 1 on the first call of a server process (or of an MCP session)."""
-        key = id(ctx.session)
-        _counts[key] = _counts.get(key, 0) + 1
-        return _counts[key]
+        # by the session object itself: an id() is reused once a closed session is collected,
+        # and a new session then went on counting from the old one's calls
+        _counts[ctx.session] = _counts.get(ctx.session, 0) + 1
+        return _counts[ctx.session]
 
     @server.tool()
     def whoami(ctx: Context) -> str:  # type: ignore[type-arg]
